@@ -1,0 +1,150 @@
+"""Document-level block typing: running headers and footers, captions, list items, title
+candidates. Needs every block of the document, so it runs after the page ranges are joined.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from operators.parse import TEXT, Block, font_family
+
+HEADER, FOOTER, CAPTION, LIST, TITLE = "header", "footer", "caption", "list", "title"
+
+_MARGIN = 0.085  # share of the page height that running headers and footers live in
+_CAPTION = re.compile(
+    r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box|graph|diagram|scheme)\.?\s*"
+    r"([0-9]+|[ivxlc]+|[a-z])([.:\-–—)]|\s|$)",
+    re.IGNORECASE,
+)
+_BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
+_PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
+_LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
+
+
+@dataclass(frozen=True)
+class BodyStyle:
+    """The document's body text style: the size carrying the most characters."""
+
+    font_size: float
+    bold: bool
+    family: str
+
+
+def body_style(blocks: list[Block]) -> BodyStyle:
+    sizes: Counter = Counter()
+    families: Counter = Counter()
+    bold_chars = 0
+    total = 0
+    for b in blocks:
+        if b.kind == TEXT:
+            sizes[round(b.font_size * 2) / 2] += len(b.text)
+            families[font_family(b.font)] += len(b.text)
+            total += len(b.text)
+            bold_chars += len(b.text) if b.bold else 0
+    if not sizes:
+        return BodyStyle(font_size=10.0, bold=False, family="")
+    return BodyStyle(
+        font_size=sizes.most_common(1)[0][0],
+        bold=bold_chars > total / 2,
+        family=families.most_common(1)[0][0],
+    )
+
+
+def _shape(text: str) -> str:
+    """Text with page numbers folded, so 'Page 12' and 'Page 13', 'xiv Preface' and
+    'xv Preface' look alike."""
+    text = re.sub(r"\d+", "#", text.lower()).strip()
+    return re.sub(r"^[ivxlc]+\b|\b[ivxlc]+$", "#", text)
+
+
+def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
+    """Blocks in the top or bottom margin that repeat across pages, or are page numbers."""
+    in_margin: list[tuple[Block, str]] = []
+    for b in blocks:
+        if b.kind != TEXT or b.n_lines > 3:
+            continue
+        if b.y1 <= b.page_height * _MARGIN:
+            in_margin.append((b, HEADER))
+        elif b.y0 >= b.page_height * (1 - _MARGIN):
+            in_margin.append((b, FOOTER))
+    pages_by_shape: dict[str, set[int]] = defaultdict(set)
+    for b, _ in in_margin:
+        pages_by_shape[_shape(b.text)].add(b.page)
+    repeat_floor = 2 if n_pages < 10 else 3
+    for b, kind in in_margin:
+        if (
+            _PAGE_NUMBER.match(b.text.strip())
+            or len(pages_by_shape[_shape(b.text)]) >= repeat_floor
+        ):
+            b.kind = kind
+
+
+def is_title_shaped(text: str) -> bool:
+    """Short, has letters, does not read like a sentence fragment or a page number."""
+    words = text.split()
+    if not (1 <= len(words) <= 30) or len(text) > 220 or not _LETTERS.search(text):
+        return False
+    if text.rstrip().endswith((",", ";", ":")) and len(words) > 3:
+        return False
+    return not _PAGE_NUMBER.match(text.strip())
+
+
+def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
+    """Refine "text" blocks in place: header/footer, caption, list, title (candidate)."""
+    mark_headers_footers(blocks, n_pages)
+    body = body_style(blocks)
+    columns = _text_columns(blocks, body)
+    for b in blocks:
+        if b.kind != TEXT:
+            continue
+        text = b.text.strip()
+        if _CAPTION.match(text) and len(text) < 500:
+            b.kind = CAPTION
+        elif _BULLET.match(text) and not (b.bold or b.font_size > body.font_size + 0.5):
+            b.kind = LIST
+        elif b.n_lines <= 4 and is_title_shaped(text) and _stands_out(b, body, columns):
+            b.kind = TITLE
+    return body
+
+
+def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
+    """Per page, the left and right edges of the body text (multi-line body blocks)."""
+    edges: dict[int, tuple[float, float]] = {}
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines >= 2 and abs(b.font_size - body.font_size) < 0.6:
+            left, right = edges.get(b.page, (b.x0, b.x1))
+            edges[b.page] = (min(left, b.x0), max(right, b.x1))
+    return edges
+
+
+def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:
+    if b.page not in columns:
+        return False
+    left, right = columns[b.page]
+    width = right - left
+    return (
+        b.x1 - b.x0 < 0.8 * width
+        and abs((b.x0 + b.x1) / 2 - (left + right) / 2) < 0.04 * width
+        and b.x0 > left + 0.08 * width
+    )
+
+
+def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float]]) -> bool:
+    """Typographic evidence that a block is set apart from body text."""
+    if b.font_size >= body.font_size + 0.9:
+        return True
+    if b.font_size < body.font_size - 1.6:
+        return False
+    if b.space_above < 0.5 * b.font_size:  # set in the flow of the text: emphasis
+        return False
+    if b.bold and not body.bold:
+        return True
+    words = b.text.split()
+    # Italic, capitals or another typeface at body size count only when short and not
+    # sentence-like: such lines are often emphasis inside the text.
+    short = len(words) <= 12 and not b.text.rstrip().endswith(".")
+    caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4
+    other_face = font_family(b.font) != body.family
+    return short and b.n_lines <= 2 and (b.italic or caps or other_face or _centred(b, columns))

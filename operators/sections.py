@@ -1,0 +1,376 @@
+"""Section filtering: every title candidate gets a heading level, or is declared not a title.
+
+One interface, several deciders. ``SectionFilter.decide(candidates, context)`` returns one
+``Decision`` per candidate (a level ≥ 1, or None for "not a title") plus headings that the
+outline names but no candidate carries. Deciders here:
+
+* ``LayoutSectionFilter``: typography only. Candidates are grouped into style clusters (font
+  size, bold, italic, capitals); clusters that read like prose or crowd pages are false titles;
+  the rest get levels by prominence, refined by numbering such as "2.3.1".
+* ``OutlineSectionFilter``: the PDF outline gives the upper levels; its entries are located in
+  the text, the styles they are set in are learned, and less prominent title styles supply the
+  deeper levels that bookmarks usually omit.
+
+An LLM-based refiner (BookRAG §4.2.2) implements the same ``decide`` and can wrap either.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Protocol
+
+from operators.blocks import TITLE, BodyStyle
+from operators.parse import TEXT, Block, font_family
+
+MAX_LEVEL = 6
+_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?\s+\S")
+_WORD_NUMBERED = re.compile(
+    r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
+)
+_ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
+
+
+@dataclass
+class Candidate:
+    """A title candidate as a decider sees it: text, where it is, how it is set."""
+
+    index: int  # position of the block in the document's block list
+    text: str
+    page: int
+    font_size: float
+    bold: bool
+    italic: bool
+    n_lines: int
+    y0: float
+    family: str = ""
+
+    @property
+    def caps(self) -> bool:
+        return self.text.isupper()
+
+    @property
+    def style(self) -> tuple:
+        return (round(self.font_size * 2) / 2, self.bold, self.italic, self.caps, self.family)
+
+
+@dataclass
+class Decision:
+    level: int | None  # None: not a title
+    reason: str
+
+
+@dataclass
+class OutlineHeading:
+    """An outline entry that no block carries; it becomes a section at the top of its page."""
+
+    level: int
+    title: str
+    page: int
+
+
+@dataclass
+class SectionContext:
+    body: BodyStyle
+    n_pages: int
+    outline: list[tuple[int, str, int]] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class SectionDecisions:
+    decisions: list[Decision]
+    outline_only: list[OutlineHeading] = field(default_factory=list)
+    promoted: dict[int, Decision] = field(default_factory=dict)  # non-candidate blocks → level
+
+
+class SectionFilter(Protocol):
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        """One decision per candidate, in the same order."""
+        ...
+
+
+def numbering_depth(text: str) -> int | None:
+    """Depth of a heading's numbering: "2" → 1, "2.3.1" → 3, "Chapter 4" → 1; else None."""
+    match = _NUMBERED.match(text)
+    if match:
+        return match.group(1).count(".") + 1
+    if _WORD_NUMBERED.match(text) or _ROMAN.match(text):
+        return 1
+    return None
+
+
+def normalise_title(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = re.sub(r"[^\w\s]", " ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def title_similarity(a: str, b: str) -> float:
+    na, nb = normalise_title(a), normalise_title(b)
+    if not na or not nb:
+        return 0.0
+    if na == nb:
+        return 1.0
+    short, long_ = sorted((na, nb), key=len)
+    if long_.startswith(short) and len(short) >= 0.6 * len(long_):
+        return 0.9
+    return SequenceMatcher(None, na, nb, autojunk=False).ratio()
+
+
+def _prominence(style: tuple) -> tuple:
+    size, bold, italic, caps, _ = style
+    return (size, bold, caps, not italic)
+
+
+def _is_prose_cluster(members: list[Candidate], n_pages: int) -> bool:
+    """A style used for sentences or on most pages is emphasis, not a heading level."""
+    numbered = sum(numbering_depth(c.text) is not None for c in members)
+    if numbered >= 0.6 * len(members):
+        return False
+    words = sum(len(c.text.split()) for c in members) / len(members)
+    sentences = sum(c.text.rstrip().endswith((".", ",", ";")) for c in members) / len(members)
+    pages = Counter(c.page for c in members)
+    crowded = len(members) / max(len(pages), 1) > 3.0
+    return words > 14 or sentences > 0.5 or crowded
+
+
+def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dict[int, int]:
+    """Consecutive candidates that form one title (a title over two styles, or a subtitle).
+
+    Returns follower position → leader position (positions in ``candidates``).
+    """
+    merged: dict[int, int] = {}
+    for i in range(1, len(candidates)):
+        prev, cur = candidates[i - 1], candidates[i]
+        if cur.page != prev.page or cur.index != prev.index + 1:
+            continue
+        leader = merged.get(i - 1, i - 1)
+        head = candidates[leader]
+        gap = cur.y0 - blocks[prev.index].y1
+        if (
+            gap < 0.6 * prev.font_size
+            and cur.font_size < head.font_size
+            and cur.font_size >= 0.55 * head.font_size
+            and numbering_depth(cur.text) is None
+            and numbering_depth(head.text) is None
+        ):
+            merged[i] = leader
+    return merged
+
+
+class LayoutSectionFilter:
+    """Levels from typography and numbering alone."""
+
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        decisions = [Decision(None, "unset") for _ in candidates]
+        merged = _merge_split_titles(candidates, context.blocks)
+        for follower in merged:
+            decisions[follower] = Decision(None, "continues the title above")
+        heads = [i for i in range(len(candidates)) if i not in merged]
+        self._drop_cover_title(candidates, heads, decisions)
+        heads = [i for i in heads if decisions[i].reason == "unset"]
+        clusters: dict[tuple, list[int]] = defaultdict(list)
+        for i in heads:
+            clusters[candidates[i].style].append(i)
+        kept: list[tuple] = []
+        for style, members in clusters.items():
+            if _is_prose_cluster([candidates[i] for i in members], context.n_pages):
+                for i in members:
+                    decisions[i] = Decision(None, "style used for prose or emphasis")
+            else:
+                kept.append(style)
+        levels = self._style_levels(kept, clusters, candidates)
+        for style in kept:
+            for i in clusters[style]:
+                decisions[i] = Decision(levels[style], f"style {style}")
+        return SectionDecisions(decisions=decisions)
+
+    @staticmethod
+    def _drop_cover_title(
+        candidates: list[Candidate], heads: list[int], decisions: list[Decision]
+    ) -> None:
+        """The largest text on the first pages, in a style used nowhere else, is the title."""
+        if not heads:
+            return
+        biggest = max(candidates[i].font_size for i in heads)
+        style_count = Counter(candidates[i].style for i in heads)
+        for i in heads:
+            c = candidates[i]
+            if c.page <= 2 and c.font_size == biggest and style_count[c.style] <= 2:
+                decisions[i] = Decision(None, "document title")
+
+    @staticmethod
+    def _style_levels(
+        kept: list[tuple], clusters: dict[tuple, list[int]], candidates: list[Candidate]
+    ) -> dict[tuple, int]:
+        """Levels by prominence; numbered clusters take the depth their numbering shows."""
+        ordered = sorted(kept, key=_prominence, reverse=True)
+        levels: dict[tuple, int] = {}
+        depth_of: dict[tuple, int] = {}
+        for style in ordered:
+            depths = [numbering_depth(candidates[i].text) for i in clusters[style]]
+            numbered = [d for d in depths if d is not None]
+            if len(numbered) >= 0.6 * len(depths) and len(numbered) >= 2:
+                depth_of[style] = Counter(numbered).most_common(1)[0][0]
+        level = 0
+        for style in ordered:
+            level = max(level + 1, depth_of.get(style, 0))
+            levels[style] = min(level, MAX_LEVEL)
+        return levels
+
+
+class OutlineSectionFilter:
+    """Outline entries give the upper levels; layout styles below them give the rest."""
+
+    def __init__(self, min_similarity: float = 0.8) -> None:
+        self.min_similarity = min_similarity
+        self.layout = LayoutSectionFilter()
+
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        outline = [e for e in context.outline if e[1].strip()]
+        if len(outline) < 2:
+            return self.layout.decide(candidates, context)
+        by_block = {c.index: pos for pos, c in enumerate(candidates)}
+        decisions = [Decision(None, "unset") for _ in candidates]
+        promoted: dict[int, Decision] = {}
+        outline_only: list[OutlineHeading] = []
+        style_votes: dict[tuple, Counter] = defaultdict(Counter)
+        used: set[int] = set()
+        for level, title, page in outline:
+            index = self._locate(title, page, context.blocks, used)
+            if index is None:
+                outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
+                continue
+            used.add(index)
+            decision = Decision(min(level, MAX_LEVEL), "outline entry")
+            if index in by_block:
+                pos = by_block[index]
+                decisions[pos] = decision
+                style_votes[candidates[pos].style][level] += 1
+            else:
+                promoted[index] = decision
+        self._deeper_levels(candidates, context, decisions, style_votes, outline)
+        return SectionDecisions(decisions=decisions, outline_only=outline_only, promoted=promoted)
+
+    def _locate(self, title: str, page: int, blocks: list[Block], used: set[int]) -> int | None:
+        best, best_score = None, self.min_similarity
+        for i, b in enumerate(blocks):
+            if i in used or b.kind not in (TITLE, TEXT) or abs(b.page - page) > 1:
+                continue
+            score = title_similarity(title, b.text[: len(title) + 40])
+            score -= 0.05 * abs(b.page - page)
+            if score > best_score:
+                best, best_score = i, score
+        return best
+
+    def _deeper_levels(
+        self,
+        candidates: list[Candidate],
+        context: SectionContext,
+        decisions: list[Decision],
+        style_votes: dict[tuple, Counter],
+        outline: list[tuple[int, str, int]],
+    ) -> None:
+        """Unmatched candidates in styles less prominent than every outline style."""
+        rest = [i for i, d in enumerate(decisions) if d.reason == "unset"]
+        if not rest:
+            return
+        layout = self.layout.decide([candidates[i] for i in rest], context)
+        outline_styles = [s for s, votes in style_votes.items() if sum(votes.values()) >= 1]
+        deepest = max(level for level, _, _ in outline)
+        floor = min((_prominence(s) for s in outline_styles), default=None)
+        below = [
+            pos
+            for pos, i in enumerate(rest)
+            if layout.decisions[pos].level is not None
+            and (floor is None or _prominence(candidates[i].style) < floor)
+        ]
+        deeper_levels = sorted({layout.decisions[pos].level for pos in below})
+        for pos, i in enumerate(rest):
+            d = layout.decisions[pos]
+            if d.level is None:
+                decisions[i] = d
+            elif pos not in below:
+                decisions[i] = Decision(None, "outline-level style the outline does not list")
+            else:
+                depth = deeper_levels.index(d.level) + 1
+                decisions[i] = Decision(min(deepest + depth, MAX_LEVEL), "below the outline")
+
+
+def candidates_of(blocks: list[Block]) -> list[Candidate]:
+    return [
+        Candidate(
+            index=i,
+            text=b.text,
+            page=b.page,
+            font_size=b.font_size,
+            bold=b.bold,
+            italic=b.italic,
+            n_lines=b.n_lines,
+            y0=b.y0,
+            family=font_family(b.font),
+        )
+        for i, b in enumerate(blocks)
+        if b.kind == TITLE
+    ]
+
+
+def choose_filter(outline: list[tuple[int, str, int]], use_outline: bool) -> SectionFilter:
+    if use_outline and len(outline) >= 2:
+        return OutlineSectionFilter()
+    return LayoutSectionFilter()
+
+
+@dataclass
+class Heading:
+    level: int
+    title: str
+    page: int
+    block_index: int | None  # None for outline entries no block carries
+
+
+def resolve_headings(
+    blocks: list[Block], context: SectionContext, section_filter: SectionFilter
+) -> list[Heading]:
+    """Run a section filter; returns the headings in document order. Blocks that are not
+    titles after all go back to plain text."""
+    candidates = candidates_of(blocks)
+    result = section_filter.decide(candidates, context)
+    headings: list[Heading] = []
+    for cand, decision in zip(candidates, result.decisions, strict=True):
+        block = blocks[cand.index]
+        if decision.level is None:
+            block.kind = TEXT
+        else:
+            headings.append(Heading(decision.level, block.text, block.page, cand.index))
+    for index, decision in result.promoted.items():
+        blocks[index].kind = TITLE
+        headings.append(Heading(decision.level, blocks[index].text, blocks[index].page, index))
+    headings.sort(key=lambda h: h.block_index)
+    return _place_outline_only(headings, result.outline_only, blocks)
+
+
+def _place_outline_only(
+    headings: list[Heading], outline_only: list[OutlineHeading], blocks: list[Block]
+) -> list[Heading]:
+    """Outline entries with no block go before the first heading or block of their page."""
+    placed = list(headings)
+    for entry in outline_only:
+        heading = Heading(entry.level, entry.title, entry.page, None)
+        pos = next(
+            (n for n, h in enumerate(placed) if h.page >= entry.page),
+            len(placed),
+        )
+        placed.insert(pos, heading)
+    return placed
+
+
+def extract_headings(pdf_path: str, use_outline: bool = True) -> list[tuple[int, str, int]]:
+    """(level, title, 1-based page) of every heading found in a PDF; see operators.structure."""
+    from operators.structure import extract_headings as extract
+
+    return extract(pdf_path, use_outline)
