@@ -11,6 +11,7 @@ import pymupdf
 from operators.blocks import BodyStyle, classify_blocks
 from operators.parse import Block, document_metadata, parse_pages
 from operators.sections import Heading, SectionContext, choose_filter, resolve_headings
+from operators.tree import build_tree, toc_skeleton
 
 
 def structure_blocks(
@@ -30,3 +31,33 @@ def extract_headings(pdf_path: str, use_outline: bool = True) -> list[tuple[int,
         parsed = parse_pages(doc, 0, doc.page_count)
     _, headings = structure_blocks(parsed.blocks, meta["n_pages"], meta["outline"], use_outline)
     return [(h.level, h.title, h.page) for h in headings]
+
+
+def assemble_document(
+    doc_id: str,
+    meta: dict,
+    blocks: list[Block],
+    use_outline: bool = True,
+) -> tuple[list, list[dict], dict]:
+    """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
+
+    ``meta`` is ``operators.parse.document_metadata`` output.
+    """
+    blocks = sorted(blocks, key=lambda b: (b.page, b.order))
+    body, headings = structure_blocks(blocks, meta["n_pages"], meta["outline"], use_outline)
+    title = meta["title"] or _first_title(blocks) or ""
+    nodes = build_tree(doc_id, title, blocks, headings)
+    facts = {
+        "body_font_size": body.font_size,
+        "outline_used": bool(use_outline and len(meta["outline"]) >= 2),
+        "n_sections": sum(n.kind == "section" for n in nodes),
+    }
+    return nodes, toc_skeleton(nodes), facts
+
+
+def _first_title(blocks: list[Block]) -> str | None:
+    """The largest text on the first page, as a fallback document title."""
+    first = [b for b in blocks if b.page == 1 and b.text.strip()]
+    if not first:
+        return None
+    return max(first, key=lambda b: (b.font_size, -b.order)).text[:300]

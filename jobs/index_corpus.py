@@ -1,0 +1,48 @@
+"""Index a corpus of PDFs into Lance tables.
+
+    python -m jobs.index_corpus INPUT... --out DIR [--force] [--strict] [--no-outline]
+
+INPUT may be directories (searched recursively for *.pdf), files or globs. Runs locally (a local
+Ray is started) or on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``.
+Exits 0 with a summary; with --strict, exits 1 when any input failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.index_pipeline import IndexOptions, run_index
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.index_corpus", description=__doc__)
+    parser.add_argument("inputs", nargs="+", help="directories, PDF files or globs")
+    parser.add_argument("--out", required=True, help="index directory (Lance tables)")
+    parser.add_argument("--force", action="store_true", help="re-index unchanged files too")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any input failed")
+    parser.add_argument(
+        "--no-outline", action="store_true", help="ignore PDF outlines; layout evidence only"
+    )
+    parser.add_argument("--pages-per-task", type=int, default=64, help="page range per task")
+    parser.add_argument("--workers", type=int, default=None, help="parse parallelism")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    options = IndexOptions(
+        use_outline=not args.no_outline,
+        pages_per_task=args.pages_per_task,
+        force=args.force,
+        parse_workers=args.workers,
+    )
+    summary = run_index(args.inputs, args.out, options)
+    for failure in summary.failures:
+        print(f"  {failure['stage']:>8}  {failure['uri']}: {failure['error']}", file=sys.stderr)
+    print(summary.line())
+    return 1 if args.strict and summary.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

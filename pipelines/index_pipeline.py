@@ -1,0 +1,302 @@
+"""The indexing job as a Ray Data pipeline: PDFs → section trees → Lance tables.
+
+Driver (no Ray needed): discover inputs, hash them (``doc_id`` = sha256 of the bytes), compare
+with the index, and stop at once when nothing is new — so a re-run on the same input takes
+seconds. Otherwise Ray Data runs:
+
+    documents ─flat_map(probe → page ranges)─▶ ranges ─map(parse)─▶ blocks per range
+      ─groupby(doc_id).map_groups(assemble)─▶ one row per document (tree as JSON)
+      ─materialize─▶ nodes (flat_map → Ray write_lance), documents + failures (driver write)
+
+One bad file becomes a failed document row and a failures row; it never fails the job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from operators.parse import Block, document_metadata, parse_pages
+from operators.probe import Problem, discover, identify, page_ranges, probe_pdf
+from operators.structure import assemble_document
+from pipelines import lance_store
+from pipelines.schemas import DOCUMENTS, FAILURES, NODES, nodes_schema
+
+_TRACEBACK_CHARS = 2000
+
+
+@dataclass
+class IndexOptions:
+    use_outline: bool = True
+    pages_per_task: int = 64
+    force: bool = False
+    parse_workers: int | None = None  # None: as many as Ray has CPUs
+
+
+@dataclass
+class Summary:
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0
+    needs_ocr: int = 0
+    pages: int = 0
+    nodes: int = 0
+    seconds: float = 0.0
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"documents ok={self.ok} failed={self.failed} skipped={self.skipped} "
+            f"needs_ocr={self.needs_ocr} | pages={self.pages} nodes={self.nodes} | "
+            f"{self.seconds:.1f}s, {self.pages_per_second:.1f} pages/s"
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _tail(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))[-_TRACEBACK_CHARS:]
+
+
+# ---- Ray Data stages (plain functions over rows and batches) ---------------------------------
+
+
+def probe_and_split(row: dict, pages_per_task: int) -> list[dict]:
+    """One document → its page ranges (or one row carrying why it cannot be indexed)."""
+    started = time.perf_counter()
+    base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
+    base.update(start=0, stop=0, n_pages=0, status="failed", error="", warning="")
+    base.update(failure_stage="", traceback="")
+    try:
+        probe = probe_pdf(row["uri"])
+        base.update(status=probe.status, error=probe.error, warning=probe.warning)
+        base["n_pages"] = probe.n_pages
+        base["failure_stage"] = "open" if probe.status == "failed" else ""
+        if probe.status != "failed":
+            import pymupdf
+
+            with pymupdf.open(row["uri"], filetype="pdf") as doc:
+                base["meta"] = json.dumps(document_metadata(doc))
+    except Exception as exc:  # anything unexpected is this document's failure alone
+        base.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        base.update(failure_stage="open", traceback=_tail(exc))
+    base["probe_s"] = time.perf_counter() - started
+    if base["status"] == "failed":
+        return [base]
+    return [dict(base, start=a, stop=b) for a, b in page_ranges(base["n_pages"], pages_per_task)]
+
+
+def parse_range(row: dict) -> dict:
+    """Parse one page range into blocks (JSON, so every batch has the same Arrow schema)."""
+    started = time.perf_counter()
+    blocks: list[dict] = []
+    errors: list[str] = []
+    if row["status"] != "failed":
+        import pymupdf
+
+        try:
+            with pymupdf.open(row["uri"], filetype="pdf") as doc:
+                parsed = parse_pages(doc, row["start"], row["stop"])
+            blocks = [b.as_row() for b in parsed.blocks]
+            errors = parsed.errors
+        except Exception as exc:
+            errors = [f"pages {row['start'] + 1}-{row['stop']}: {type(exc).__name__}: {exc}"]
+    out = dict(row)
+    out["blocks"] = json.dumps(blocks)
+    out["page_errors"] = json.dumps(errors)
+    out["parse_s"] = time.perf_counter() - started
+    return out
+
+
+def assemble_group(batch: pa.Table, use_outline: bool) -> pa.Table:
+    """All page ranges of one document → one row: document facts and its nodes as JSON."""
+    rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
+    first = rows[0]
+    started = time.perf_counter()
+    doc = {
+        "doc_id": first["doc_id"],
+        "uri": first["uri"],
+        "size": first["size"],
+        "n_pages": first["n_pages"],
+        "status": first["status"],
+        "error": first["error"],
+        "warning": first["warning"],
+        "failure_stage": first["failure_stage"],
+        "traceback": first["traceback"],
+        "title": "",
+        "n_nodes": 0,
+        "nodes": "[]",
+        "toc": "[]",
+        "page_labels": "[]",
+        "outline_used": False,
+        "n_sections": 0,
+        "page_errors": json.dumps([e for r in rows for e in json.loads(r["page_errors"])]),
+    }
+    timings = {"probe": first["probe_s"], "parse": sum(r["parse_s"] for r in rows)}
+    if doc["status"] != "failed":
+        try:
+            meta = json.loads(first["meta"])
+            blocks = [Block(**b) for r in rows for b in json.loads(r["blocks"])]
+            nodes, toc, facts = assemble_document(doc["doc_id"], meta, blocks, use_outline)
+            doc.update(
+                title=nodes[0].title,
+                nodes=json.dumps([asdict(n) for n in nodes]),
+                toc=json.dumps(toc),
+                page_labels=json.dumps(meta["page_labels"]),
+                outline_used=facts["outline_used"],
+                n_sections=facts["n_sections"],
+                n_nodes=len(nodes),
+            )
+        except Exception as exc:
+            doc.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            doc.update(failure_stage="assemble", traceback=_tail(exc))
+    timings["assemble"] = time.perf_counter() - started
+    doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
+    return pa.Table.from_pylist([doc])
+
+
+def explode_nodes(batch: pa.Table) -> pa.Table:
+    """Document rows → node rows in the ``nodes`` schema."""
+    rows: list[dict] = []
+    for doc_id, nodes_json in zip(
+        batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True
+    ):
+        for node in json.loads(nodes_json):
+            node["doc_id"] = doc_id
+            node["summary"] = None
+            rows.append(node)
+    if not rows:
+        return nodes_schema.empty_table()
+    return pa.Table.from_pylist(rows, schema=nodes_schema)
+
+
+# ---- the job ----------------------------------------------------------------------------------
+
+
+def run_index(
+    inputs: list[str], out_dir: str | Path, options: IndexOptions | None = None
+) -> Summary:
+    """Index ``inputs`` (directories, files, globs) into the Lance tables under ``out_dir``."""
+    options = options or IndexOptions()
+    started = time.perf_counter()
+    summary = Summary()
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    uris, problems = discover(inputs)
+    files = identify(uris)
+    problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
+    files = [f for f in files if not f.error]
+
+    existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri"]).to_pylist()
+    known_ids = {r["doc_id"] for r in existing}
+    todo = [f for f in files if options.force or f.doc_id not in known_ids]
+    summary.skipped = len(files) - len(todo)
+    todo_uris = {f.uri for f in todo}
+    todo_ids = {f.doc_id for f in todo}
+    # A changed file replaces the rows of its previous version; --force replaces its own.
+    replaced = sorted(
+        {r["doc_id"] for r in existing if r["uri"] in todo_uris} | (todo_ids & known_ids)
+    )
+
+    doc_rows: list[dict] = []
+    if todo:
+        doc_rows = _run_ray(todo, out_dir, options, replaced)
+    elif replaced:
+        _delete(out_dir, replaced)
+    failures = _failure_rows(problems, doc_rows)
+    # Discovery problems are keyed by their input: a re-run replaces them, never repeats them.
+    lance_store.delete_where(out_dir, FAILURES, "uri", [p.uri for p in problems])
+    lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(failures))
+    for row in doc_rows:
+        setattr(summary, row["status"], getattr(summary, row["status"]) + 1)
+        if row["status"] != "failed":
+            summary.pages += row["n_pages"]
+        summary.nodes += row["n_nodes"]
+    summary.failures = failures
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _delete(out_dir: str | Path, doc_ids: list[str]) -> None:
+    for table in (NODES, DOCUMENTS, FAILURES):
+        lance_store.delete_documents(out_dir, table, doc_ids)
+
+
+def _run_ray(todo: list, out_dir: str | Path, options: IndexOptions, replaced: list[str]) -> list:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    items = [{"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo]
+    workers = options.parse_workers or max(1, int(ray.available_resources().get("CPU", 1)))
+    per_doc = (
+        ray.data.from_items(items, override_num_blocks=min(len(items), workers * 4))
+        .flat_map(probe_and_split, fn_kwargs={"pages_per_task": options.pages_per_task})
+        .map(parse_range)
+        .groupby("doc_id")
+        .map_groups(
+            assemble_group, batch_format="pyarrow", fn_kwargs={"use_outline": options.use_outline}
+        )
+        .materialize()
+    )
+    _delete(out_dir, replaced)
+    nodes = per_doc.map_batches(explode_nodes, batch_format="pyarrow")
+    if per_doc.filter(lambda r: r["nodes"] != "[]").count():
+        mode = "append" if lance_store.exists(out_dir, NODES) else "create"
+        nodes.write_lance(lance_store.table_path(out_dir, NODES), mode=mode, schema=nodes_schema)
+    doc_rows = per_doc.drop_columns(["nodes"]).take_all()
+    lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
+    return doc_rows
+
+
+def _document_rows(doc_rows: list[dict]) -> list[dict]:
+    indexed_at = _now()
+    return [
+        {
+            "doc_id": row["doc_id"],
+            "uri": row["uri"],
+            "title": row["title"],
+            "n_pages": row["n_pages"],
+            "status": row["status"],
+            "error": row["error"],
+            "stage_timings": row["stage_timings"],
+            "indexed_at": indexed_at,
+            "file_size": row["size"],
+            "n_nodes": row["n_nodes"],
+            "n_sections": row["n_sections"],
+            "outline_used": row["outline_used"],
+            "page_labels": json.loads(row["page_labels"]),
+            "toc": row["toc"],
+        }
+        for row in sorted(doc_rows, key=lambda r: r["uri"])
+    ]
+
+
+def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
+    """One row per problem: discovery, a failed or image-only document, a damaged page."""
+    found: list[tuple[str, str, str, str, str]] = [
+        (p.uri, p.doc_id, p.stage, p.error, "") for p in problems
+    ]
+    for row in sorted(doc_rows, key=lambda r: r["uri"]):
+        key = (row["uri"], row["doc_id"])
+        if row["status"] == "failed":
+            found.append((*key, row["failure_stage"], row["error"], row["traceback"]))
+        elif row["status"] == "needs_ocr":
+            found.append((*key, "ocr", row["error"], ""))
+        if row["warning"]:
+            found.append((*key, "open", row["warning"], ""))
+        found += [(*key, "parse", error, "") for error in json.loads(row["page_errors"])]
+    at = _now()
+    names = ("uri", "doc_id", "stage", "error", "traceback_tail")
+    return [dict(zip(names, values, strict=True), failed_at=at) for values in found]

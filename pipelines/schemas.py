@@ -1,0 +1,65 @@
+"""Arrow schemas of the Lance tables (DESIGN.md §3). One place, so every writer agrees."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
+
+DOCUMENT_STATUSES = ("ok", "failed", "skipped", "needs_ocr")
+
+documents_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),  # sha256 of the file bytes
+        ("uri", pa.string()),
+        ("title", pa.string()),
+        ("n_pages", pa.int32()),
+        ("status", pa.string()),  # one of DOCUMENT_STATUSES
+        ("error", pa.string()),
+        ("stage_timings", pa.string()),  # JSON: stage → seconds
+        ("indexed_at", pa.timestamp("us", tz="UTC")),
+        ("file_size", pa.int64()),
+        ("n_nodes", pa.int32()),
+        ("n_sections", pa.int32()),
+        ("outline_used", pa.bool_()),
+        ("page_labels", pa.list_(pa.string())),
+        ("toc", pa.string()),  # JSON: the TOC skeleton, see operators.tree.toc_skeleton
+    ]
+)
+
+nodes_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("kind", pa.string()),  # root/section/text/list/table/image/caption/formula
+        ("level", pa.int32()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+        ("page_start", pa.int32()),
+        ("page_end", pa.int32()),
+        ("bbox", pa.list_(pa.float32(), 4)),
+        ("sec_id", pa.int32()),
+        ("para_idx", pa.int32()),
+        ("order", pa.int32()),
+        ("n_tokens", pa.int32()),
+        ("children", pa.list_(pa.int32())),
+        ("n_paragraphs", pa.int32()),
+        ("font_size", pa.float32()),
+        ("bold", pa.bool_()),
+        ("summary", pa.string()),
+    ]
+)
+
+failures_schema = pa.schema(
+    [
+        ("uri", pa.string()),
+        ("doc_id", pa.string()),
+        ("stage", pa.string()),
+        ("error", pa.string()),
+        ("traceback_tail", pa.string()),
+        ("failed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+SCHEMAS = {DOCUMENTS: documents_schema, NODES: nodes_schema, FAILURES: failures_schema}
