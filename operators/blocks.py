@@ -20,6 +20,7 @@ _CAPTION = re.compile(
 )
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
+_ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]*\s[0-9ivxlc]{1,4}$")
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
@@ -30,17 +31,20 @@ class BodyStyle:
     font_size: float
     bold: bool
     family: str
+    paragraph_gap: float = 0.0  # typical white space above a body paragraph, points
 
 
 def body_style(blocks: list[Block]) -> BodyStyle:
     sizes: Counter = Counter()
     families: Counter = Counter()
+    gaps: list[float] = []
     bold_chars = 0
     total = 0
     for b in blocks:
         if b.kind == TEXT:
             sizes[round(b.font_size * 2) / 2] += len(b.text)
             families[font_family(b.font)] += len(b.text)
+            gaps.append(b.space_above)
             total += len(b.text)
             bold_chars += len(b.text) if b.bold else 0
     if not sizes:
@@ -49,6 +53,7 @@ def body_style(blocks: list[Block]) -> BodyStyle:
         font_size=sizes.most_common(1)[0][0],
         bold=bold_chars > total / 2,
         family=families.most_common(1)[0][0],
+        paragraph_gap=sorted(gaps)[len(gaps) // 2],
     )
 
 
@@ -96,6 +101,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     mark_headers_footers(blocks, n_pages)
     body = body_style(blocks)
     columns = _text_columns(blocks, body)
+    toc_pages = _contents_pages(blocks)
     for b in blocks:
         if b.kind != TEXT:
             continue
@@ -104,9 +110,22 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             b.kind = CAPTION
         elif _BULLET.match(text) and not (b.bold or b.font_size > body.font_size + 0.5):
             b.kind = LIST
-        elif b.n_lines <= 4 and is_title_shaped(text) and _stands_out(b, body, columns):
+        elif (
+            b.n_lines <= 4
+            and is_title_shaped(text)
+            and _stands_out(b, body, columns)
+            and not (b.page in toc_pages and _ENDS_WITH_PAGE.search(text))
+        ):
             b.kind = TITLE
     return body
+
+
+def _contents_pages(blocks: list[Block]) -> set[int]:
+    """Pages of a table of contents (or an index): many lines end with a page number."""
+    per_page: Counter = Counter(
+        b.page for b in blocks if b.kind == TEXT and _ENDS_WITH_PAGE.search(b.text)
+    )
+    return {page for page, n in per_page.items() if n >= 4}
 
 
 def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
@@ -137,14 +156,17 @@ def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float
         return True
     if b.font_size < body.font_size - 1.6:
         return False
-    if b.space_above < 0.5 * b.font_size:  # set in the flow of the text: emphasis
+    # Set in the flow of the text, with no more space than a paragraph gets: emphasis.
+    if b.space_above < max(0.5 * b.font_size, body.paragraph_gap + 0.25 * b.font_size):
         return False
     if b.bold and not body.bold:
         return True
     words = b.text.split()
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
-    short = len(words) <= 12 and not b.text.rstrip().endswith(".")
+    short = len(words) <= 12 and not b.text.rstrip().endswith((".", ":"))
+    if b.font_size < body.font_size - 0.4 and not b.text.isupper():
+        return False  # smaller than the text and not bold: notes, labels, table cells
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4
     other_face = font_family(b.font) != body.family
     return short and b.n_lines <= 2 and (b.italic or caps or other_face or _centred(b, columns))

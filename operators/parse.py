@@ -210,6 +210,28 @@ def _ruling_counts(page: pymupdf.Page) -> tuple[int, int, int]:
     return horizontal, vertical, other
 
 
+def _join_same_line(blocks: list[Block]) -> list[Block]:
+    """Join one-line blocks that sit on the same line in the same style ("1.1.1" + tab +
+    "Title" often come out as two blocks)."""
+    joined: list[Block] = []
+    for b in sorted(blocks, key=lambda b: (round(b.y0), b.x0)):
+        prev = joined[-1] if joined else None
+        if (
+            prev is not None
+            and prev.n_lines == 1
+            and b.n_lines == 1
+            and abs(prev.y0 - b.y0) < 1.5
+            and abs(prev.y1 - b.y1) < 1.5
+            and 0 <= b.x0 - prev.x1 < 6 * b.font_size
+            and (prev.font_size, prev.bold) == (b.font_size, b.bold)
+        ):
+            prev.text = f"{prev.text} {b.text}"
+            prev.x1 = b.x1
+        else:
+            joined.append(b)
+    return joined
+
+
 def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
     """Ruled tables through find_tables' line strategy.
 
@@ -292,7 +314,7 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     # Text inside tables belongs to the table; text inside a figure (axis labels, large
     # lettering) is part of the figure and must never become a section title.
     exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + images]
-    blocks = _text_blocks(page, page_no, exclude) + tables + images
+    blocks = _join_same_line(_text_blocks(page, page_no, exclude)) + tables + images
     mid = page.rect.width / 2
     two_columns = sum(b.x1 < mid for b in blocks) >= 3 and sum(b.x0 > mid for b in blocks) >= 3
 

@@ -171,7 +171,7 @@ class LayoutSectionFilter:
         for follower in merged:
             decisions[follower] = Decision(None, "continues the title above")
         heads = [i for i in range(len(candidates)) if i not in merged]
-        self._drop_cover_title(candidates, heads, decisions)
+        self._drop_cover_title(candidates, heads, decisions, context.blocks)
         heads = [i for i in heads if decisions[i].reason == "unset"]
         clusters: dict[tuple, list[int]] = defaultdict(list)
         for i in heads:
@@ -191,17 +191,29 @@ class LayoutSectionFilter:
 
     @staticmethod
     def _drop_cover_title(
-        candidates: list[Candidate], heads: list[int], decisions: list[Decision]
+        candidates: list[Candidate],
+        heads: list[int],
+        decisions: list[Decision],
+        blocks: list[Block],
     ) -> None:
-        """The largest text on the first pages, in a style used nowhere else, is the title."""
+        """The largest text on the first pages, in a style used nowhere else, is the
+        document's title; everything on a title page (no running text) is front matter."""
         if not heads:
             return
         biggest = max(candidates[i].font_size for i in heads)
         style_count = Counter(candidates[i].style for i in heads)
+        first_page = min(b.page for b in blocks) if blocks else 1
+        cover = (
+            first_page
+            if not any(b.page == first_page and b.kind == TEXT and b.n_lines >= 3 for b in blocks)
+            else None
+        )
         for i in heads:
             c = candidates[i]
             if c.page <= 2 and c.font_size == biggest and style_count[c.style] <= 2:
                 decisions[i] = Decision(None, "document title")
+            elif c.page == cover:
+                decisions[i] = Decision(None, "title page")
 
     @staticmethod
     def _style_levels(
@@ -290,8 +302,18 @@ class OutlineSectionFilter:
             and (floor is None or _prominence(candidates[i].style) < floor)
         ]
         deeper_levels = sorted({layout.decisions[pos].level for pos in below})
+        depth_levels = self._numbering_levels(candidates, decisions)
         for pos, i in enumerate(rest):
             d = layout.decisions[pos]
+            depth = numbering_depth(candidates[i].text)
+            dotted = depth is not None and depth >= 2  # "7" alone may be a note or list item
+            if d.level is not None and dotted and depth_levels:
+                # Numbered like the outline's entries: "2.5.1" sits below the outline's "2.5".
+                deepest_known = max(depth_levels)
+                level = depth_levels.get(depth, depth_levels[deepest_known] + depth - deepest_known)
+                if depth > min(depth_levels):
+                    decisions[i] = Decision(min(level, MAX_LEVEL), "numbered below the outline")
+                    continue
             if d.level is None:
                 decisions[i] = d
             elif pos not in below:
@@ -299,6 +321,16 @@ class OutlineSectionFilter:
             else:
                 depth = deeper_levels.index(d.level) + 1
                 decisions[i] = Decision(min(deepest + depth, MAX_LEVEL), "below the outline")
+
+    @staticmethod
+    def _numbering_levels(candidates: list[Candidate], decisions: list[Decision]) -> dict:
+        """Numbering depth → outline level, learned from numbered outline entries."""
+        votes: dict[int, Counter] = defaultdict(Counter)
+        for cand, decision in zip(candidates, decisions, strict=True):
+            depth = numbering_depth(cand.text)
+            if decision.reason == "outline entry" and depth is not None:
+                votes[depth][decision.level] += 1
+        return {depth: c.most_common(1)[0][0] for depth, c in votes.items()}
 
 
 def candidates_of(blocks: list[Block]) -> list[Candidate]:

@@ -202,12 +202,13 @@ def run_index(
     known_ids = {r["doc_id"] for r in existing}
     todo = [f for f in files if options.force or f.doc_id not in known_ids]
     summary.skipped = len(files) - len(todo)
-    todo_uris = {f.uri for f in todo}
-    todo_ids = {f.doc_id for f in todo}
-    # A changed file replaces the rows of its previous version; --force replaces its own.
-    replaced = sorted(
-        {r["doc_id"] for r in existing if r["uri"] in todo_uris} | (todo_ids & known_ids)
-    )
+    # A file whose bytes changed drops the rows of its previous version (unless that version
+    # is still the content of another input); --force also replaces the unchanged ones.
+    current = {f.uri: f.doc_id for f in files}
+    live_ids = set(current.values())
+    stale = {r["doc_id"] for r in existing if r["uri"] in current and r["doc_id"] not in live_ids}
+    forced = {f.doc_id for f in todo} & known_ids if options.force else set()
+    replaced = sorted(stale | forced)
 
     doc_rows: list[dict] = []
     if todo:

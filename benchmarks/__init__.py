@@ -1,0 +1,1 @@
+"""Benchmarks for bookindex (run as modules from the repo root, e.g. `python -m benchmarks.tree_accuracy`)."""

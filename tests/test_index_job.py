@@ -1,0 +1,175 @@
+"""The indexing job end to end on the sample corpus: tree shape against the generator's
+manifest, DeepRead coordinates, Lance tables readable by lancedb / polars / Ray, incremental
+and idempotent re-runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import lance
+import lancedb
+import polars as pl
+import pytest
+
+from benchmarks.heading_gold import normalize_title
+from pipelines import lance_store
+from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.schemas import DOCUMENTS, FAILURES, NODES
+
+
+@pytest.fixture(scope="module")
+def indexed(ray_session, sample_corpus, tmp_path_factory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("index")
+    summary = run_index([str(sample_corpus)], out)
+    return out, summary
+
+
+def _manifest(sample_corpus: Path) -> dict[str, dict]:
+    data = json.loads((sample_corpus / "manifest.json").read_text())
+    return {d["file"]: d for d in data["documents"]}
+
+
+def _nodes(out: Path) -> pl.DataFrame:
+    return pl.from_arrow(lance_store.read_table(out, NODES))
+
+
+def _docs(out: Path) -> pl.DataFrame:
+    return pl.from_arrow(lance_store.read_table(out, DOCUMENTS))
+
+
+def test_every_sample_document_is_indexed(indexed, sample_corpus):
+    out, summary = indexed
+    assert (summary.ok, summary.failed, summary.skipped) == (4, 0, 0)
+    docs = _docs(out)
+    assert sorted(Path(u).name for u in docs["uri"]) == sorted(_manifest(sample_corpus))
+    assert set(docs["status"]) == {"ok"}
+    assert summary.pages == docs["n_pages"].sum() > 40
+
+
+def test_sections_match_the_generated_headings(indexed, sample_corpus):
+    """With or without an outline, every chapter/section/subsection is found at its page and
+    its relative level, and nothing else is called a section."""
+    out, _ = indexed
+    docs, nodes = _docs(out), _nodes(out)
+    for name, truth in _manifest(sample_corpus).items():
+        doc_id = docs.filter(pl.col("uri").str.ends_with(name))["doc_id"][0]
+        sections = nodes.filter((pl.col("doc_id") == doc_id) & (pl.col("kind") == "section"))
+        sections = sections.sort("order")
+        got = [
+            (lvl, normalize_title(t), p)
+            for lvl, t, p in zip(
+                sections["level"], sections["title"], sections["page_start"], strict=True
+            )
+        ]
+        want = [(h["level"], normalize_title(h["title"]), h["page"]) for h in truth["headings"]]
+        offset = min(g[0] for g in got) - 1
+        assert [(lvl - offset, t, p) for lvl, t, p in got] == want, name
+
+
+def test_tables_images_lists_and_captions_are_leaves(indexed, sample_corpus):
+    out, _ = indexed
+    docs, nodes = _docs(out), _nodes(out)
+    for name, truth in _manifest(sample_corpus).items():
+        doc_id = docs.filter(pl.col("uri").str.ends_with(name))["doc_id"][0]
+        mine = nodes.filter(pl.col("doc_id") == doc_id)
+        tables = mine.filter(pl.col("kind") == "table")
+        assert sorted(zip(tables["title"], tables["page_start"], strict=True)) == sorted(
+            (t["caption"], t["page"]) for t in truth["tables"]
+        ), name
+        for table in truth["tables"]:
+            row = tables.filter(pl.col("title") == table["caption"]).row(0, named=True)
+            assert table["rows"][0][0] in row["text"]  # header cells kept as the table's text
+        images = mine.filter(pl.col("kind") == "image")
+        assert [(f["caption"], f["page"]) for f in truth["figures"]] == list(
+            zip(images["title"], images["page_start"], strict=True)
+        )
+        assert mine.filter(pl.col("kind") == "list").height >= 1
+        assert mine.filter(pl.col("text").str.contains("see Table 2")).height == 1
+        headers = mine.filter(pl.col("text").str.contains(truth["title"], literal=True))
+        assert headers.filter(pl.col("kind") != "root").height <= 1  # running header dropped
+
+
+def test_deepread_coordinates_and_toc_skeleton(indexed):
+    out, _ = indexed
+    docs, nodes = _docs(out), _nodes(out)
+    for doc in docs.iter_rows(named=True):
+        mine = nodes.filter(pl.col("doc_id") == doc["doc_id"]).sort("order")
+        assert mine["order"].to_list() == list(range(mine.height))
+        assert mine["node_id"].n_unique() == mine.height
+        sections = mine.filter(pl.col("kind").is_in(["root", "section"]))
+        assert sections["sec_id"].to_list() == list(range(sections.height))
+        leaves = mine.filter(~pl.col("kind").is_in(["root", "section"]))
+        assert leaves["para_idx"].null_count() == 0
+        for sec_id, group in leaves.group_by("sec_id"):
+            assert sorted(group["para_idx"]) == list(range(1, group.height + 1)), sec_id
+        by_node = {r["node_id"]: r for r in mine.iter_rows(named=True)}
+        for leaf in leaves.iter_rows(named=True):
+            assert by_node[leaf["parent_id"]]["sec_id"] == leaf["sec_id"]
+        toc = json.loads(doc["toc"])
+        assert [e["sec_id"] for e in toc] == sections["sec_id"].to_list()
+        counts = leaves.group_by("sec_id").len()
+        expected = dict(zip(counts["sec_id"], counts["len"], strict=True))
+        for entry in toc:
+            assert entry["n_paragraphs"] == expected.get(entry["sec_id"], 0)
+            for child in entry["children"]:
+                assert child > entry["sec_id"]
+
+
+def test_tables_are_readable_by_lancedb_polars_and_ray(indexed, ray_session):
+    out, summary = indexed
+    db = lancedb.connect(str(out))
+    assert set(db.table_names()) >= {DOCUMENTS, NODES}
+    assert db.open_table(NODES).count_rows() == summary.nodes
+    lazy = pl.scan_pyarrow_dataset(lance.dataset(lance_store.table_path(out, NODES)))
+    assert lazy.filter(pl.col("kind") == "section").collect().height > 20
+    ds = ray_session.data.read_lance(lance_store.table_path(out, DOCUMENTS))
+    assert ds.count() == 4
+
+
+def test_rerun_adds_nothing_and_a_changed_file_replaces_its_rows(
+    ray_session, sample_corpus, tmp_path
+):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sample_corpus, corpus)
+    out = tmp_path / "index"
+    first = run_index([str(corpus)], out)
+    assert first.ok == 4
+    versions = {
+        t: lance.dataset(lance_store.table_path(out, t)).version for t in (DOCUMENTS, NODES)
+    }
+    before = _nodes(out).sort("node_id")
+
+    again = run_index([str(corpus)], out)
+    assert (again.ok, again.skipped) == (0, 4)
+    assert {
+        t: lance.dataset(lance_store.table_path(out, t)).version for t in (DOCUMENTS, NODES)
+    } == versions  # nothing was written at all
+
+    # Change one file (new bytes under the same name) and add a new one.
+    from operators.sample_corpus import build_sample_corpus
+
+    other = build_sample_corpus(tmp_path / "other", n_docs=2, seed=1)
+    old_id = _docs(out).filter(pl.col("uri").str.ends_with("sample_03.pdf"))["doc_id"][0]
+    shutil.copy(other[0], corpus / "sample_03.pdf")
+    shutil.copy(other[1], corpus / "added.pdf")
+    third = run_index([str(corpus)], out)
+    assert (third.ok, third.skipped) == (2, 3)
+    docs = _docs(out)
+    assert old_id not in docs["doc_id"].to_list()
+    assert old_id not in _nodes(out)["doc_id"].to_list()
+    assert docs.height == 5
+    assert _nodes(out)["doc_id"].n_unique() == 5
+
+    forced = run_index([str(corpus / "sample_00.pdf")], out, IndexOptions(force=True))
+    assert forced.ok == 1
+    after = _nodes(out)
+    assert after["doc_id"].n_unique() == 5
+    assert after.height == _nodes(out).unique().height
+    same_doc = after.filter(pl.col("doc_id") == before["doc_id"][0]).sort("node_id")
+    columns = ["node_id", "kind", "title", "text", "sec_id", "para_idx", "page_start"]
+    assert same_doc.select(columns).equals(
+        before.filter(pl.col("doc_id") == before["doc_id"][0]).sort("node_id").select(columns)
+    )
+    assert lance_store.read_table(out, FAILURES).num_rows == 0
