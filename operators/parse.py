@@ -313,7 +313,10 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     images = _image_blocks(page, page_no)
     # Text inside tables belongs to the table; text inside a figure (axis labels, large
     # lettering) is part of the figure and must never become a section title.
-    exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + images]
+    # A scan's OCR text sits under a page-sized image: only figure-sized images exclude text.
+    page_area = page.rect.width * page.rect.height
+    figures = [b for b in images if (b.x1 - b.x0) * (b.y1 - b.y0) < 0.5 * page_area]
+    exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + figures]
     blocks = _join_same_line(_text_blocks(page, page_no, exclude)) + tables + images
     mid = page.rect.width / 2
     two_columns = sum(b.x1 < mid for b in blocks) >= 3 and sum(b.x0 > mid for b in blocks) >= 3
