@@ -20,7 +20,7 @@ _CAPTION = re.compile(
 )
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
-_ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]*\s[0-9ivxlc]{1,4}$")
+_ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
@@ -114,7 +114,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             b.n_lines <= 4
             and is_title_shaped(text)
             and _stands_out(b, body, columns)
-            and not (b.page in toc_pages and _ENDS_WITH_PAGE.search(text))
+            and not (b.page in toc_pages and _ENDS_WITH_PAGE.search(text[-100:]))
         ):
             b.kind = TITLE
     return body
@@ -123,7 +123,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
 def _contents_pages(blocks: list[Block]) -> set[int]:
     """Pages of a table of contents (or an index): many lines end with a page number."""
     per_page: Counter = Counter(
-        b.page for b in blocks if b.kind == TEXT and _ENDS_WITH_PAGE.search(b.text)
+        b.page for b in blocks if b.kind == TEXT and _ENDS_WITH_PAGE.search(b.text[-100:])
     )
     return {page for page, n in per_page.items() if n >= 4}
 

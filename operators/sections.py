@@ -252,8 +252,12 @@ class OutlineSectionFilter:
         outline_only: list[OutlineHeading] = []
         style_votes: dict[tuple, Counter] = defaultdict(Counter)
         used: set[int] = set()
+        by_page: dict[int, list[int]] = defaultdict(list)
+        for i, b in enumerate(context.blocks):
+            if b.kind in (TITLE, TEXT):
+                by_page[b.page].append(i)
         for level, title, page in outline:
-            index = self._locate(title, page, context.blocks, used)
+            index = self._locate(title, page, context.blocks, by_page, used)
             if index is None:
                 outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
                 continue
@@ -268,10 +272,20 @@ class OutlineSectionFilter:
         self._deeper_levels(candidates, context, decisions, style_votes, outline)
         return SectionDecisions(decisions=decisions, outline_only=outline_only, promoted=promoted)
 
-    def _locate(self, title: str, page: int, blocks: list[Block], used: set[int]) -> int | None:
+    def _locate(
+        self,
+        title: str,
+        page: int,
+        blocks: list[Block],
+        by_page: dict[int, list[int]],
+        used: set[int],
+    ) -> int | None:
+        """The block on the entry's page (±1) whose text starts most like the entry."""
         best, best_score = None, self.min_similarity
-        for i, b in enumerate(blocks):
-            if i in used or b.kind not in (TITLE, TEXT) or abs(b.page - page) > 1:
+        near = by_page.get(page, []) + by_page.get(page - 1, []) + by_page.get(page + 1, [])
+        for i in near:
+            b = blocks[i]
+            if i in used:
                 continue
             score = title_similarity(title, b.text[: len(title) + 40])
             score -= 0.05 * abs(b.page - page)
