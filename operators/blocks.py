@@ -164,9 +164,10 @@ def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float
     words = b.text.split()
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
-    short = len(words) <= 12 and not b.text.rstrip().endswith((".", ":"))
+    short = len(words) <= 12 and not b.text.rstrip().endswith(".")
     if b.font_size < body.font_size - 0.4 and not b.text.isupper():
         return False  # smaller than the text and not bold: notes, labels, table cells
-    caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4
+    # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
+    caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
     other_face = font_family(b.font) != body.family
     return short and b.n_lines <= 2 and (b.italic or caps or other_face or _centred(b, columns))

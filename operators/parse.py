@@ -94,6 +94,21 @@ def font_family(font: str) -> str:
     return re.split(r"[-,+]", font.split("+")[-1])[0]
 
 
+def _split_lead_in(runs: list[tuple[tuple, list[dict]]]) -> list[tuple[tuple, list[dict]]]:
+    """An italic first line or two opening a block of upright text is a lead-in heading:
+    give it a run of its own (italic lines elsewhere stay in their paragraph)."""
+    if not runs:
+        return runs
+    (size, bold, _, font), lines = runs[0]
+    italic = [ln for ln in lines[:3] if (style := _line_style(ln)) and style[2]]
+    n = len(italic)
+    if 0 < n <= 2 and n < len(lines) and lines[:n] == italic:
+        head = ((size, bold, True, _line_style(italic[0])[3]), lines[:n])
+        rest = ((size, bold, False, font), lines[n:])
+        return [head, rest, *runs[1:]]
+    return runs
+
+
 def _inside(bbox: tuple, regions: list[tuple], slack: float = 2.0) -> bool:
     x0, y0, x1, y1 = bbox
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
@@ -148,6 +163,7 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
                 runs[-1][1].append(line)
             else:
                 runs.append((style, [line]))
+        runs = _split_lead_in(runs)
         for (size, bold, italic, font), run in runs:
             for para in _split_paragraphs(run):
                 text = _join_lines(para)

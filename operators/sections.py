@@ -27,9 +27,13 @@ from operators.blocks import TITLE, BodyStyle
 from operators.parse import TEXT, Block, font_family
 
 MAX_LEVEL = 6
+CONTINUES = "continues the title above"
 _NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?\s+\S")
 _WORD_NUMBERED = re.compile(
     r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
+)
+_LABEL_ONLY = re.compile(
+    r"^(chapter|part|section|appendix|annex|book)\s+([0-9]+|[ivxlc]+|[a-z]|[a-z]+)$", re.I
 )
 _ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
 
@@ -151,13 +155,15 @@ def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dic
         leader = merged.get(i - 1, i - 1)
         head = candidates[leader]
         gap = cur.y0 - blocks[prev.index].y1
-        if (
+        label_only = leader == i - 1 and _LABEL_ONLY.match(head.text.strip()) is not None
+        subtitle = (
             gap < 0.6 * prev.font_size
             and cur.font_size < head.font_size
             and cur.font_size >= 0.55 * head.font_size
             and numbering_depth(cur.text) is None
             and numbering_depth(head.text) is None
-        ):
+        )
+        if subtitle or (label_only and gap < 4 * prev.font_size):
             merged[i] = leader
     return merged
 
@@ -169,7 +175,7 @@ class LayoutSectionFilter:
         decisions = [Decision(None, "unset") for _ in candidates]
         merged = _merge_split_titles(candidates, context.blocks)
         for follower in merged:
-            decisions[follower] = Decision(None, "continues the title above")
+            decisions[follower] = Decision(None, CONTINUES)
         heads = [i for i in range(len(candidates)) if i not in merged]
         self._drop_cover_title(candidates, heads, decisions, context.blocks)
         heads = [i for i in heads if decisions[i].reason == "unset"]
@@ -308,6 +314,10 @@ class OutlineSectionFilter:
         layout = self.layout.decide([candidates[i] for i in rest], context)
         outline_styles = [s for s, votes in style_votes.items() if sum(votes.values()) >= 1]
         deepest = max(level for level, _, _ in outline)
+        located = [
+            candidates[i].page for i, d in enumerate(decisions) if d.reason == "outline entry"
+        ]
+        first_page, last_page = (min(located), max(located)) if located else (0, 10**9)
         floor = min((_prominence(s) for s in outline_styles), default=None)
         below = [
             pos
@@ -328,8 +338,15 @@ class OutlineSectionFilter:
                 if depth > min(depth_levels):
                     decisions[i] = Decision(min(level, MAX_LEVEL), "numbered below the outline")
                     continue
+            style_level = style_votes.get(candidates[i].style)
+            outside = candidates[i].page < first_page or candidates[i].page > last_page
             if d.level is None:
                 decisions[i] = d
+            elif pos not in below and style_level and outside:
+                # Bookmarks often start at chapter 1 and stop before the back matter; a
+                # heading set like the chapters outside that span is front or back matter.
+                level = style_level.most_common(1)[0][0]
+                decisions[i] = Decision(level, "front or back matter in an outline style")
             elif pos not in below:
                 decisions[i] = Decision(None, "outline-level style the outline does not list")
             else:
@@ -387,12 +404,18 @@ def resolve_headings(
     candidates = candidates_of(blocks)
     result = section_filter.decide(candidates, context)
     headings: list[Heading] = []
-    for cand, decision in zip(candidates, result.decisions, strict=True):
+    last = -2  # candidate position of the latest heading or its continuation
+    for pos, (cand, decision) in enumerate(zip(candidates, result.decisions, strict=True)):
         block = blocks[cand.index]
-        if decision.level is None:
+        if decision.reason == CONTINUES and last == pos - 1:
+            headings[-1].title = f"{headings[-1].title} {block.text}"
+            block.kind = TITLE  # part of the heading: not a paragraph of its own
+            last = pos
+        elif decision.level is None:
             block.kind = TEXT
         else:
             headings.append(Heading(decision.level, block.text, block.page, cand.index))
+            last = pos
     for index, decision in result.promoted.items():
         blocks[index].kind = TITLE
         headings.append(Heading(decision.level, blocks[index].text, blocks[index].page, index))
