@@ -34,3 +34,7 @@ test: lint
 
 clean:
 	rm -rf $(SAMPLE) $(INDEX)
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.tree_accuracy --corpus hips
+	$(BIN)/python -m benchmarks.index_throughput

@@ -11,7 +11,9 @@ Gold sources (see ``../shared/data/README.md``; override the data root with the
   with the csv module and parsed as ``level=row[0]``, ``page=row[-1]``,
   ``heading=",".join(row[1:-1])``. Some files start with a UTF-8 BOM. Rows whose level or page
   is not an integer, or whose heading is empty, are skipped. The gold page numbers are physical
-  PDF page indexes (1-based), not printed page labels.
+  PDF page indexes (1-based), not printed page labels: over the 10 books, 99.8% of the gold
+  titles (1,646 with >= 6 normalised characters) occur in the text of exactly that physical page,
+  but only 18.5% on the page whose printed label is that number.
 * ``docugami`` and ``mmlongbench``: the PDF's own outline (``doc.get_toc()``) is the gold where
   it has at least 3 usable entries (non-empty title, page >= 1); other PDFs are skipped.
 
@@ -43,6 +45,14 @@ Matching rules (used by :func:`match_headings` and :func:`score`)
    ``min_pred`` / ``min_gold`` are the smallest pred / gold levels *among the matched pairs* of
    that document (so an unmatched, spuriously shallow prediction such as a cover title does not
    shift every other level). ``level_acc = level_correct / tp`` (``None`` when tp == 0).
+   The min-based offset is brittle: one matched pair at an odd level (a cover title at pred
+   level 1) shifts every other pair. So a second, more lenient figure is reported too:
+   ``level_acc_map`` uses the best *order-preserving one-to-one mapping* from the document's
+   predicted levels to its gold levels (pred levels p1 < p2 map to gold levels g1 < g2; found by
+   dynamic programming to maximise the matched pairs whose levels correspond), so a constant
+   shift, unused levels in between (pymupdf4llm numbers levels by font-size rank and puts every
+   smaller heading font at level 6) and a few outliers do not count against a method. A flat
+   prediction (one level) scores the share of the most common gold level under this mapping.
 
 :func:`aggregate` micro-averages a corpus (sums tp / fp / fn / level_correct over documents)
 and also reports macro F1 (mean of per-document F1).
@@ -377,6 +387,23 @@ def level_correct(
     )
 
 
+def level_correct_mapped(
+    matches: Sequence[Match], pred: Sequence[Heading], gold: Sequence[Heading]
+) -> int:
+    """Matched pairs whose levels agree under the best order-preserving level mapping."""
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for m in matches:
+        counts[(int(pred[m.pred_idx][0]), int(gold[m.gold_idx][0]))] += 1
+    p_levels = sorted({p for p, _ in counts})
+    g_levels = sorted({g for _, g in counts})
+    # dp[i][j]: best total using the first i pred levels and the first j gold levels
+    dp = [[0] * (len(g_levels) + 1) for _ in range(len(p_levels) + 1)]
+    for i, p in enumerate(p_levels, start=1):
+        for j, g in enumerate(g_levels, start=1):
+            dp[i][j] = max(dp[i - 1][j], dp[i][j - 1], dp[i - 1][j - 1] + counts.get((p, g), 0))
+    return dp[-1][-1]
+
+
 def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
     p = tp / n_pred if n_pred else 0.0
     r = tp / n_gold if n_gold else 0.0
@@ -393,7 +420,8 @@ def score(
     """Score predicted headings against gold for one document.
 
     Returns a JSON-friendly dict: n_pred, n_gold, tp, fp, fn, precision, recall, f1,
-    level_correct, level_acc (None when nothing matched) and, with ``return_matches``,
+    level_correct, level_acc (None when nothing matched), level_correct_map, level_acc_map
+    and, with ``return_matches``,
     ``matches`` as ``[pred_idx, gold_idx, similarity, page_distance]`` lists.
     """
     pred = [(int(lv), str(t), int(pg)) for lv, t, pg in pred]
@@ -402,6 +430,7 @@ def score(
     tp = len(matches)
     p, r, f = _prf(tp, len(pred), len(gold))
     lc = level_correct(matches, pred, gold)
+    lcm = level_correct_mapped(matches, pred, gold)
     out = {
         "n_pred": len(pred),
         "n_gold": len(gold),
@@ -413,6 +442,8 @@ def score(
         "f1": f,
         "level_correct": lc,
         "level_acc": lc / tp if tp else None,
+        "level_correct_map": lcm,
+        "level_acc_map": lcm / tp if tp else None,
     }
     if return_matches:
         out["matches"] = [
@@ -428,6 +459,7 @@ def aggregate(scores: Iterable[dict]) -> dict:
     n_pred = sum(s["n_pred"] for s in scores)
     n_gold = sum(s["n_gold"] for s in scores)
     lc = sum(s["level_correct"] for s in scores)
+    lcm = sum(s["level_correct_map"] for s in scores)
     p, r, f = _prf(tp, n_pred, n_gold)
     return {
         "n_docs": len(scores),
@@ -442,4 +474,6 @@ def aggregate(scores: Iterable[dict]) -> dict:
         "macro_f1": sum(s["f1"] for s in scores) / len(scores) if scores else 0.0,
         "level_correct": lc,
         "level_acc": lc / tp if tp else None,
+        "level_correct_map": lcm,
+        "level_acc_map": lcm / tp if tp else None,
     }

@@ -194,36 +194,59 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
     return blocks
 
 
-def _ruling_counts(page: pymupdf.Page) -> tuple[int, int, int]:
-    """(horizontal rules, vertical rules, other strokes) among the page's vector graphics.
+@dataclass
+class Rulings:
+    """Straight strokes of a page's vector graphics: where the horizontal rules lie (y) and
+    the vertical ones (x), and how much else there is."""
 
-    A rule is a straight stroke or thin rectangle at least ``_MIN_RULE`` long, or a side of a
-    stroked box. Everything else (curves, the tiny segments of vector artwork) is "other".
-    """
-    horizontal = vertical = other = 0
+    ys: set = field(default_factory=set)
+    xs: set = field(default_factory=set)
+    other: int = 0  # curves and the tiny segments of vector artwork
+    area: list[float] = field(default_factory=lambda: [1e9, 1e9, -1e9, -1e9])  # rules' union
+
+    def add(self, x0: float, y0: float, x1: float, y1: float) -> None:
+        if y1 - y0 < 2 and x1 - x0 >= _MIN_RULE:
+            self.ys.add(round(y0 / 2))
+        elif x1 - x0 < 2 and y1 - y0 >= _MIN_RULE:
+            self.xs.add(round(x0 / 2))
+        else:
+            return
+        a = self.area
+        self.area = [min(a[0], x0), min(a[1], y0), max(a[2], x1), max(a[3], y1)]
+
+    @property
+    def is_grid(self) -> bool:
+        """At least three distinct rows and columns of rules: a frame alone is not a table."""
+        return len(self.ys) >= 3 and len(self.xs) >= 3 and self.other <= 200
+
+
+def _rulings(page: pymupdf.Page) -> Rulings:
+    """Rules are straight strokes and thin rectangles at least ``_MIN_RULE`` long, and the
+    sides of stroked boxes; filled boxes are backgrounds and frames."""
+    found = Rulings()
     for path in page.get_cdrawings():
         stroked = "s" in path.get("type", "s")
         for item in path["items"]:
             if item[0] == "l":
                 (ax, ay), (bx, by) = item[1], item[2]
-                if abs(ay - by) < 1 and abs(ax - bx) >= _MIN_RULE:
-                    horizontal += 1
-                elif abs(ax - bx) < 1 and abs(ay - by) >= _MIN_RULE:
-                    vertical += 1
-                else:
-                    other += 1
+                straight = abs(ay - by) < 1 or abs(ax - bx) < 1
+                found.add(min(ax, bx), min(ay, by), max(ax, bx), max(ay, by))
+                found.other += not straight
             elif item[0] == "re":
                 x0, y0, x1, y1 = item[1]
-                w, h = abs(x1 - x0), abs(y1 - y0)
-                if h < 2 or w < 2:  # a rule drawn as a thin filled rectangle
-                    horizontal += w >= _MIN_RULE
-                    vertical += h >= _MIN_RULE
-                elif stroked:  # a box; filled boxes are backgrounds and frames
-                    horizontal += 2
-                    vertical += 2
+                if abs(y1 - y0) < 2 or abs(x1 - x0) < 2:  # a rule drawn as a thin rectangle
+                    found.add(min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+                elif stroked:
+                    for side in (
+                        (x0, y0, x1, y0),
+                        (x0, y1, x1, y1),
+                        (x0, y0, x0, y1),
+                        (x1, y0, x1, y1),
+                    ):
+                        found.add(*side)
             else:
-                other += 1
-    return horizontal, vertical, other
+                found.other += 1
+    return found
 
 
 def _join_same_line(blocks: list[Block]) -> list[Block]:
@@ -248,31 +271,54 @@ def _join_same_line(blocks: list[Block]) -> list[Block]:
     return joined
 
 
+def _cell_texts(table, words: list[tuple]) -> list[list[str]]:
+    """Cell text by word centres. (Table.extract() matches every character to every cell in
+    Python, most of a page's time, and drops the spaces of wrapped cells.)"""
+    table_rows = table.rows  # a property that recomputes the rows on every access
+    rows: list[list[list[str]]] = [[[] for _ in row.cells] for row in table_rows]
+    x0, y0, x1, y1 = table.bbox
+    for wx0, wy0, wx1, wy1, text, *_ in words:
+        cx, cy = (wx0 + wx1) / 2, (wy0 + wy1) / 2
+        if not (x0 <= cx <= x1 and y0 <= cy <= y1):
+            continue
+        for r, row in enumerate(table_rows):
+            if not row.bbox[1] <= cy <= row.bbox[3]:
+                continue
+            for c, cell in enumerate(row.cells):
+                if cell and cell[0] <= cx <= cell[2] and cell[1] <= cy <= cell[3]:
+                    rows[r][c].append(text)
+                    break
+            break
+    return [[" ".join(cell) for cell in row] for row in rows]
+
+
 def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
     """Ruled tables through find_tables' line strategy.
 
     PyMuPDF 2.x gates tables with an ONNX layout model by default (about 1 s per page here);
     the line strategy alone costs ~0.1 s on the few pages with rulings and none elsewhere.
     """
-    horizontal, vertical, other = _ruling_counts(page)
-    if horizontal < 3 or vertical < 2 or other > 200:  # no grid, or vector artwork
+    rulings = _rulings(page)
+    if not rulings.is_grid:
         return []
     blocks = []
-    for table in page.find_tables(use_layout=False).tables:
-        rows = table.extract()
+    words = page.get_text("words", sort=True)
+    # Only the ruled area is searched: find_tables turns every character it sees into a
+    # Python dict, which is most of its cost on a text-heavy page.
+    clip = (pymupdf.Rect(rulings.area) + (-4, -4, 4, 4)) & page.rect
+    for table in page.find_tables(clip=clip, use_layout=False).tables:
+        rows = _cell_texts(table, words)
         cells = [c for r in rows for c in r]
-        filled = sum(bool((c or "").strip()) for c in cells)
+        filled = sum(bool(c) for c in cells)
         if table.row_count < 2 or table.col_count < 2 or filled < 0.5 * len(cells):
             continue
-        cells = [" | ".join((c or "").replace("\n", " ").strip() for c in r) for r in rows]
         x0, y0, x1, y1 = table.bbox
-        header = [(h or "").strip() for h in (table.header.names if table.header else [])]
         blocks.append(
             Block(
                 page=page_no,
                 order=0,
                 kind=TABLE,
-                text="\n".join(cells),
+                text="\n".join(" | ".join(r) for r in rows),
                 x0=x0,
                 y0=y0,
                 x1=x1,
@@ -286,7 +332,7 @@ def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
                 page_height=page.rect.height,
                 table_rows=table.row_count,
                 table_cols=table.col_count,
-                extra={"header": header},
+                extra={"header": rows[0]},
             )
         )
     return blocks

@@ -243,3 +243,30 @@ def test_iter_corpus_hips_limit():
 def test_iter_corpus_rejects_unknown_name():
     with pytest.raises(ValueError):
         list(iter_corpus("nope"))
+
+
+def test_level_accuracy_mapped_ignores_shifts_gaps_and_outliers():
+    gold = [(1, "Alpha", 1), (2, "Beta", 2), (3, "Gamma", 3)]
+    pred = [(2, "Alpha", 1), (5, "Beta", 2), (6, "Gamma", 3)]  # same order, gaps in numbering
+    s = score(pred, gold)
+    assert s["level_acc"] == pytest.approx(1 / 3)  # only the top level lines up
+    assert s["level_acc_map"] == 1.0
+    # a consistent +2 shift (and an unmatched cover title at level 1): both figures are 1.0
+    gold = [(1, "Book", 1)] + [(2, f"Chapter title {k}", 10 * k) for k in range(1, 6)]
+    pred = [(3, "Book", 1)] + [(4, f"Chapter title {k}", 10 * k) for k in range(1, 6)]
+    pred.append((1, "Cover", 1))
+    s = score(pred, gold)
+    assert s["tp"] == 6 and s["level_acc"] == 1.0 and s["level_acc_map"] == 1.0
+    # one outlier (book title deeper than the chapters) anchors the min-based offset
+    pred[0] = (5, "Book", 1)
+    s = score(pred, gold)
+    assert s["level_acc"] == 0.0
+    assert s["level_acc_map"] == pytest.approx(5 / 6)
+    a = aggregate([s])
+    assert a["level_correct_map"] == 5 and a["level_acc_map"] == pytest.approx(5 / 6)
+
+
+def test_level_accuracy_mapped_must_preserve_order():
+    gold = [(1, "Alpha", 1), (2, "Beta", 2)]
+    inverted = [(2, "Alpha", 1), (1, "Beta", 2)]
+    assert score(inverted, gold)["level_acc_map"] == 0.5

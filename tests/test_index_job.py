@@ -120,7 +120,7 @@ def test_deepread_coordinates_and_toc_skeleton(indexed):
 def test_tables_are_readable_by_lancedb_polars_and_ray(indexed, ray_session):
     out, summary = indexed
     db = lancedb.connect(str(out))
-    assert set(db.table_names()) >= {DOCUMENTS, NODES}
+    assert set(db.list_tables().tables) >= {DOCUMENTS, NODES}
     assert db.open_table(NODES).count_rows() == summary.nodes
     lazy = pl.scan_pyarrow_dataset(lance.dataset(lance_store.table_path(out, NODES)))
     assert lazy.filter(pl.col("kind") == "section").collect().height > 20

@@ -1,0 +1,238 @@
+"""Indexing throughput: bookindex pages/s vs. a pymupdf4llm baseline, on the same PDFs.
+
+Run from the repo root (progress goes to stderr, the table to stdout)::
+
+    python -m benchmarks.index_throughput [--corpus hips,mmlongbench,docugami] [--limit N]
+        [--baseline-pages N] [--skip-baseline]
+
+Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/documents``, where
+``<data>`` is ``$BOOKINDEX_SHARED_DATA`` or ``<repo>/../shared/data``. Rows of the table:
+
+* ``(a) bookindex``: ``pipelines.index_pipeline.run_index(pdfs, fresh_dir,
+  IndexOptions(parse_workers=2))`` — the whole job (hash, probe, parse, sections, tree, Lance
+  write) on Ray with 2 CPUs. Ray start-up is excluded: Ray is started first and a warm-up run
+  on a generated 3-page PDF (another output dir) warms the workers before the timed run.
+  Pages = ``Summary.pages`` (pages of documents that did not fail).
+* ``(a') bookindex 1 proc``: reference only — ``parse_pages`` + ``assemble_document`` per
+  PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
+* ``(b) pymupdf4llm``: ``pymupdf4llm.to_markdown(pdf, pages=...)`` in a spawn
+  ``multiprocessing.Pool(2)``, one PDF per task, in the mode a user gets by default (2.x:
+  ``layout``, the ONNX layout model, when pymupdf-layout is installed). Each worker converts the
+  warm-up PDF before timing starts (model loading excluded). Because it is slow, only a
+  deterministic subset is timed: the first pages of every PDF, budget spread evenly, ~N pages in
+  all (``--baseline-pages``); pages/s is over exactly those pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CORPUS_GLOBS = {
+    "hips": "hips/PDFs/*.pdf",
+    "mmlongbench": "mmlongbench/documents/*.pdf",
+    "docugami": "docugami/*/data/**/*.pdf",
+}
+
+
+@dataclass
+class Row:
+    method: str
+    pdfs: int
+    pages: int
+    seconds: float
+    failed: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("BOOKINDEX_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
+
+
+def find_pdfs(corpora: list[str], limit: int | None) -> list[Path]:
+    return [p for c in corpora for p in sorted(data_dir().glob(CORPUS_GLOBS[c]))[:limit]]
+
+
+def page_counts(pdfs: list[Path]) -> list[int]:
+    import pymupdf
+
+    pymupdf.set_messages(stream=sys.stderr)  # MuPDF warnings go to stdout by default
+    return [len(pymupdf.open(pdf)) for pdf in pdfs]
+
+
+def make_warmup_pdf(path: Path) -> None:
+    """A tiny 3-page PDF with a heading and some body text per page."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for i in range(3):
+        page = doc.new_page()
+        page.insert_text((72, 90), f"{i + 1} Section {i + 1}", fontsize=18)
+        page.insert_text((72, 130), "Body text of the warm-up document.", fontsize=10)
+    doc.save(path)
+
+
+def baseline_pages(counts: list[int], budget: int) -> list[int]:
+    """Pages per PDF (its first pages), min(budget, total) in all, spread as evenly as possible."""
+    take = [0] * len(counts)
+    left = budget
+    order = sorted(range(len(counts)), key=lambda i: (counts[i], i))
+    for rank, i in enumerate(order):
+        take[i] = min(counts[i], left // (len(order) - rank))
+        left -= take[i]
+    return take
+
+
+def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path) -> Row:
+    import ray
+
+    from pipelines.index_pipeline import IndexOptions, run_index
+
+    log("starting Ray (num_cpus=2) ...")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        options = IndexOptions(parse_workers=2)
+        log("(a) warm-up run ...")
+        run_index([str(warmup)], tmp / "warmup_index", options)
+        log(f"(a) timed run on {len(pdfs)} PDFs ...")
+        t0 = time.perf_counter()
+        summary = run_index([str(p) for p in pdfs], tmp / "index", options)
+        seconds = time.perf_counter() - t0
+        log(f"(a) {summary.line()}")
+        for failure in summary.failures[:5]:
+            log(f"(a) failure: {failure['uri']} [{failure['stage']}] {failure['error']}")
+        method = "(a) bookindex run_index, Ray 2 workers"
+        return Row(method, len(pdfs), summary.pages, seconds, summary.failed)
+    finally:
+        ray.shutdown()
+
+
+def parse_and_assemble(pdf: Path) -> int:
+    """One document through parse + assemble (the pipeline's stages, no Ray); its page count."""
+    import pymupdf
+
+    from operators.parse import document_metadata, parse_pages
+    from operators.structure import assemble_document
+
+    with pymupdf.open(pdf, filetype="pdf") as doc:
+        meta = document_metadata(doc)
+        blocks = parse_pages(doc, 0, doc.page_count).blocks
+    assemble_document(hashlib.sha256(str(pdf).encode()).hexdigest(), meta, blocks)
+    return meta["n_pages"]
+
+
+def run_single_process(pdfs: list[Path], warmup: Path) -> Row:
+    parse_and_assemble(warmup)
+    log(f"(a') parse + assemble in one process on {len(pdfs)} PDFs ...")
+    t0 = time.perf_counter()
+    pages = sum(parse_and_assemble(pdf) for pdf in pdfs)
+    seconds = time.perf_counter() - t0
+    return Row("(a') bookindex parse+assemble, 1 proc, no Ray/write", len(pdfs), pages, seconds)
+
+
+def _p4llm_init(warmup: str, ready: mp.queues.Queue) -> None:
+    """Pool worker: import pymupdf4llm, convert the warm-up PDF once, report its mode."""
+    import pymupdf
+    import pymupdf4llm
+
+    pymupdf.set_messages(stream=sys.stderr)
+    with contextlib.redirect_stdout(sys.stderr):
+        pymupdf4llm.to_markdown(warmup)
+    mode = "layout" if getattr(pymupdf4llm, "_use_layout", False) else "legacy"
+    ready.put(f"pymupdf4llm {pymupdf4llm.__version__}, default mode '{mode}'")
+
+
+def _p4llm_convert(task: tuple[str, list[int]]) -> int:
+    import pymupdf4llm
+
+    path, pages = task
+    with contextlib.redirect_stdout(sys.stderr):
+        pymupdf4llm.to_markdown(path, pages=pages)
+    return len(pages)
+
+
+def run_baseline(pdfs: list[Path], counts: list[int], budget: int, warmup: Path) -> tuple[Row, str]:
+    take = baseline_pages(counts, budget)
+    tasks = [(str(p), list(range(n))) for p, n in zip(pdfs, take, strict=True) if n]
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    log("(b) starting Pool(2), each worker converts the warm-up PDF ...")
+    with ctx.Pool(2, initializer=_p4llm_init, initargs=(str(warmup), ready)) as pool:
+        mode = [ready.get(timeout=600) for _ in range(2)][0]
+        log(f"(b) {mode}; timed run: {sum(take)} pages of {len(tasks)} PDFs ...")
+        t0, pages = time.perf_counter(), 0
+        for n in pool.imap_unordered(_p4llm_convert, tasks):
+            pages += n
+            log(f"(b) {pages}/{sum(take)} pages, {time.perf_counter() - t0:.1f}s")
+        seconds = time.perf_counter() - t0
+    return Row("(b) pymupdf4llm.to_markdown, Pool(2)", len(tasks), pages, seconds), mode
+
+
+def print_table(rows: list[Row]) -> None:
+    head = f"{'method':<52} | {'pdfs':>5} | {'pages':>6} | {'seconds':>8} | {'pages/s':>8}"
+    print(head, "-" * len(head), sep="\n")
+    for r in rows:
+        failed = f"  ({r.failed} PDFs failed, pages not counted)" if r.failed else ""
+        print(
+            f"{r.method:<52} | {r.pdfs:>5} | {r.pages:>6} | {r.seconds:>8.2f} | {r.rate:>8.1f}"
+            + failed
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.index_throughput", description=__doc__)
+    ap.add_argument("--corpus", default="hips,mmlongbench", help="comma-separated PDF sets")
+    ap.add_argument("--limit", type=int, default=None, help="at most N PDFs per set")
+    ap.add_argument("--baseline-pages", type=int, default=300, help="pages timed for (b)")
+    ap.add_argument("--skip-baseline", action="store_true", help="do not run (b)")
+    args = ap.parse_args(argv)
+    corpora = [c.strip() for c in args.corpus.split(",") if c.strip()]
+    if bad := [c for c in corpora if c not in CORPUS_GLOBS]:
+        ap.error(f"unknown corpus {bad}; choose from {','.join(CORPUS_GLOBS)}")
+    pdfs = find_pdfs(corpora, args.limit)
+    if not pdfs:
+        ap.error(f"no PDFs for {corpora} under {data_dir()} (set BOOKINDEX_SHARED_DATA)")
+    counts = page_counts(pdfs)
+    log(f"{len(pdfs)} PDFs, {sum(counts)} pages ({','.join(corpora)}, data {data_dir()})")
+
+    with tempfile.TemporaryDirectory(prefix="bookindex_bench_") as tmp_name:
+        tmp = Path(tmp_name)
+        warmup = tmp / "warmup.pdf"
+        make_warmup_pdf(warmup)
+        index_row = run_bookindex(pdfs, warmup, tmp)
+        rows = [index_row, run_single_process(pdfs, warmup)]
+        if not args.skip_baseline:
+            base_row, mode = run_baseline(pdfs, counts, args.baseline_pages, warmup)
+            rows.append(base_row)
+
+    print(f"PDFs: {len(pdfs)} ({','.join(corpora)}), {sum(counts)} pages; CPUs: {os.cpu_count()}")
+    print_table(rows)
+    print("(a') is a reference only: the same stages in one process, no Ray, no Lance write.")
+    if not args.skip_baseline:
+        print(f"(b) {mode}; timed only on the first pages of each PDF: {base_row.pages} of")
+        print(f"    {sum(counts)} pages (--baseline-pages {args.baseline_pages})")
+        ratio = index_row.rate / base_row.rate if base_row.rate > 0 else float("inf")
+        print(f"ratio (a)/(b): {ratio:.1f}x (pages/s)")
+    print(f"target: >= 100 pages/s for (a)  -> (a) = {index_row.rate:.1f} pages/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
