@@ -21,6 +21,8 @@ _CAPTION = re.compile(
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
+_SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")
+_STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
@@ -114,16 +116,27 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             b.n_lines <= 4
             and is_title_shaped(text)
             and _stands_out(b, body, columns)
-            and not (b.page in toc_pages and _ENDS_WITH_PAGE.search(text[-100:]))
+            and not (
+                b.page in toc_pages
+                and (_ENDS_WITH_PAGE.search(text[-100:]) or _STARTS_WITH_PAGE.match(text))
+            )
         ):
             b.kind = TITLE
     return body
 
 
 def _contents_pages(blocks: list[Block]) -> set[int]:
-    """Pages of a table of contents (or an index): many lines end with a page number."""
+    """Pages of a table of contents (or an index): many lines end with a page number, or,
+    in the front matter, start with one."""
+    last_page = max((b.page for b in blocks), default=0)
     per_page: Counter = Counter(
-        b.page for b in blocks if b.kind == TEXT and _ENDS_WITH_PAGE.search(b.text[-100:])
+        b.page
+        for b in blocks
+        if b.kind == TEXT
+        and (
+            _ENDS_WITH_PAGE.search(b.text[-100:])
+            or (b.page <= max(20, last_page // 10) and _STARTS_WITH_PAGE.match(b.text))
+        )
     )
     return {page for page, n in per_page.items() if n >= 4}
 
@@ -165,9 +178,11 @@ def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
     short = len(words) <= 12 and not b.text.rstrip().endswith(".")
-    if b.font_size < body.font_size - 0.4 and not b.text.isupper():
+    if b.font_size < body.font_size - 0.4:
         return False  # smaller than the text and not bold: notes, labels, table cells
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
     other_face = font_family(b.font) != body.family
-    return short and b.n_lines <= 2 and (b.italic or caps or other_face or _centred(b, columns))
+    numbered = _SECTION_NUMBER.match(b.text) is not None
+    cue = b.italic or caps or other_face or numbered or _centred(b, columns)
+    return short and b.n_lines <= 2 and cue

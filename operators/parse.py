@@ -12,6 +12,7 @@ headers and footers, the body font, which candidates are sections) are made late
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -94,21 +95,6 @@ def font_family(font: str) -> str:
     return re.split(r"[-,+]", font.split("+")[-1])[0]
 
 
-def _split_lead_in(runs: list[tuple[tuple, list[dict]]]) -> list[tuple[tuple, list[dict]]]:
-    """An italic first line or two opening a block of upright text is a lead-in heading:
-    give it a run of its own (italic lines elsewhere stay in their paragraph)."""
-    if not runs:
-        return runs
-    (size, bold, _, font), lines = runs[0]
-    italic = [ln for ln in lines[:3] if (style := _line_style(ln)) and style[2]]
-    n = len(italic)
-    if 0 < n <= 2 and n < len(lines) and lines[:n] == italic:
-        head = ((size, bold, True, _line_style(italic[0])[3]), lines[:n])
-        rest = ((size, bold, False, font), lines[n:])
-        return [head, rest, *runs[1:]]
-    return runs
-
-
 def _inside(bbox: tuple, regions: list[tuple], slack: float = 2.0) -> bool:
     x0, y0, x1, y1 = bbox
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
@@ -118,18 +104,29 @@ def _inside(bbox: tuple, regions: list[tuple], slack: float = 2.0) -> bool:
 
 
 def _split_paragraphs(lines: list[dict]) -> list[list[dict]]:
-    """Split a same-style run of lines at first-line indents and at larger vertical gaps."""
+    """Split a same-style run of lines at first-line indents, at larger vertical gaps, and
+    around a lead-in line: a wholly italic line that opens a paragraph of upright text."""
     if len(lines) < 2:
         return [lines]
     left = min(ln["bbox"][0] for ln in lines)
     heights = sorted(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
     line_height = heights[len(heights) // 2] or 1.0
+    italic = [bool((style := _line_style(ln)) and style[2]) for ln in lines]
+    texts = ["".join(s["text"] for s in ln["spans"]).strip() for ln in lines]
+    lead_in = [
+        italic[i]
+        and (i == 0 or (not italic[i - 1] and texts[i - 1].endswith((".", "!", "?", ":"))))
+        and i + 1 < len(lines)
+        and not italic[i + 1]
+        for i in range(len(lines))
+    ]
     groups: list[list[dict]] = [[lines[0]]]
-    for prev, line in zip(lines, lines[1:], strict=False):
+    for i in range(1, len(lines)):
+        prev, line = lines[i - 1], lines[i]
         gap = line["bbox"][1] - prev["bbox"][3]
         indented = line["bbox"][0] - left > 6 and prev["bbox"][0] - left <= 6
         new_column = line["bbox"][1] < prev["bbox"][1] - line_height
-        if indented or gap > 0.8 * line_height or new_column:
+        if indented or gap > 0.8 * line_height or new_column or lead_in[i] or lead_in[i - 1]:
             groups.append([line])
         else:
             groups[-1].append(line)
@@ -163,13 +160,13 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
                 runs[-1][1].append(line)
             else:
                 runs.append((style, [line]))
-        runs = _split_lead_in(runs)
-        for (size, bold, italic, font), run in runs:
+        for (size, bold, _, font), run in runs:
             for para in _split_paragraphs(run):
                 text = _join_lines(para)
                 if not text:
                     continue
                 xs0 = [ln["bbox"][0] for ln in para]
+                italic = all((style := _line_style(ln)) and style[2] for ln in para)
                 kind = FORMULA if _MATH_FONT.search(font) else TEXT
                 blocks.append(
                     Block(
@@ -189,6 +186,7 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
                         page_width=width,
                         page_height=height,
                         first_line_x0=xs0[0],
+                        extra={"first_line": (_join_lines(para[:1]), para[0]["bbox"])},
                     )
                 )
     return blocks
@@ -247,6 +245,35 @@ def _rulings(page: pymupdf.Page) -> Rulings:
             else:
                 found.other += 1
     return found
+
+
+_DOTTED_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?$")
+
+
+def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
+    """A section number set apart on the left ("1.1.1.1") whose title is the first line of
+    the paragraph beside it: cut that line off as a block of its own, joined to the number
+    later by ``_join_same_line``. Only when the line stops short of the right margin."""
+    numbers = [b for b in blocks if b.n_lines == 1 and _DOTTED_NUMBER.match(b.text)]
+    out: list[Block] = []
+    for b in blocks:
+        first = b.extra.get("first_line")
+        if not (first and b.n_lines > 1):
+            out.append(b)
+            continue
+        text, (fx0, _, fx1, fy1) = first
+        if not any(abs(n.y0 - b.y0) < 2 and 0 <= fx0 - n.x1 < 80 for n in numbers):
+            out.append(b)
+            continue
+        if fx1 > b.x0 + 0.85 * (b.x1 - b.x0) or not b.text.startswith(text):
+            out.append(b)
+            continue
+        title = dataclasses.replace(b, text=text, x0=fx0, x1=fx1, y1=fy1, n_lines=1, extra={})
+        rest = dataclasses.replace(
+            b, text=b.text[len(text) :].strip(), y0=fy1, n_lines=b.n_lines - 1, extra={}
+        )
+        out += [title, rest]
+    return out
 
 
 def _join_same_line(blocks: list[Block]) -> list[Block]:
@@ -379,7 +406,8 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     page_area = page.rect.width * page.rect.height
     figures = [b for b in images if (b.x1 - b.x0) * (b.y1 - b.y0) < 0.5 * page_area]
     exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + figures]
-    blocks = _join_same_line(_text_blocks(page, page_no, exclude)) + tables + images
+    text_blocks = _split_numbered_first_lines(_text_blocks(page, page_no, exclude))
+    blocks = _join_same_line(text_blocks) + tables + images
     mid = page.rect.width / 2
     two_columns = sum(b.x1 < mid for b in blocks) >= 3 and sum(b.x0 > mid for b in blocks) >= 3
 
