@@ -13,6 +13,7 @@ headers and footers, the body font, which candidates are sections) are made late
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -69,20 +70,31 @@ class PageRange:
     errors: list[str]
 
 
-def _span_is_bold(span: dict) -> bool:
-    return bool(span["flags"] & 16) or bool(_BOLD_NAME.search(span["font"]))
+@functools.lru_cache(maxsize=4096)
+def _font_is_bold(font: str) -> bool:
+    return bool(_BOLD_NAME.search(font))
+
+
+@functools.lru_cache(maxsize=4096)
+def _font_is_italic(font: str) -> bool:
+    return bool(_ITALIC_NAME.search(font))
 
 
 def _line_style(line: dict) -> tuple[float, bool, bool, str] | None:
-    """(size, bold, italic, font) of a line, from the spans that carry characters."""
+    """(size, bold, italic, font) of a line, from the spans that carry characters.
+    Computed once per line and kept in the line dict."""
+    if "_style" in line:
+        return line["_style"]
     spans = [s for s in line["spans"] if s["text"].strip()]
-    if not spans:
-        return None
-    weights = [len(s["text"].strip()) for s in spans]
-    dominant = spans[max(range(len(spans)), key=weights.__getitem__)]
-    bold = all(_span_is_bold(s) for s in spans)
-    italic = all(s["flags"] & 2 or _ITALIC_NAME.search(s["font"]) for s in spans)
-    return round(dominant["size"], 1), bold, italic, dominant["font"]
+    style = None
+    if spans:
+        weights = [len(s["text"].strip()) for s in spans]
+        dominant = spans[max(range(len(spans)), key=weights.__getitem__)]
+        bold = all(s["flags"] & 16 or _font_is_bold(s["font"]) for s in spans)
+        italic = all(s["flags"] & 2 or _font_is_italic(s["font"]) for s in spans)
+        style = (round(dominant["size"], 1), bold, italic, dominant["font"])
+    line["_style"] = style
+    return style
 
 
 def _same_style(a: tuple, b: tuple) -> bool:
@@ -368,6 +380,8 @@ def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
 def _image_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
     blocks = []
     seen: set[tuple] = set()
+    if not page.get_images():  # cheap: the page's resources; get_image_info lays out text
+        return []
     for info in page.get_image_info():
         x0, y0, x1, y1 = info["bbox"]
         key = (round(x0), round(y0), round(x1), round(y1))

@@ -122,7 +122,10 @@ def title_similarity(a: str, b: str) -> float:
     short, long_ = sorted((na, nb), key=len)
     if long_.startswith(short) and len(short) >= 0.6 * len(long_):
         return 0.9
-    return SequenceMatcher(None, na, nb, autojunk=False).ratio()
+    matcher = SequenceMatcher(None, na, nb, autojunk=False)
+    if matcher.real_quick_ratio() < 0.6 or matcher.quick_ratio() < 0.6:
+        return 0.0  # an upper bound already too low to match: skip the full comparison
+    return matcher.ratio()
 
 
 def _prominence(style: tuple) -> tuple:
