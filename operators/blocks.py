@@ -60,10 +60,10 @@ def body_style(blocks: list[Block]) -> BodyStyle:
 
 
 def _shape(text: str) -> str:
-    """Text with page numbers folded, so 'Page 12' and 'Page 13', 'xiv Preface' and
-    'xv Preface' look alike."""
-    text = re.sub(r"\d+", "#", text.lower()).strip()
-    return re.sub(r"^[ivxlc]+\b|\b[ivxlc]+$", "#", text)
+    """Text with page numbers dropped and other digits folded, so that 'Page 12' and
+    'Page 13', 'xiv Preface' and 'Preface xv' (left and right pages) look alike."""
+    text = re.sub(r"^([0-9]+|[ivxlc]+)\b|\b([0-9]+|[ivxlc]+)$", "", text.lower().strip())
+    return re.sub(r"\d+", "#", text).strip()
 
 
 def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
@@ -104,6 +104,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     body = body_style(blocks)
     columns = _text_columns(blocks, body)
     toc_pages = _contents_pages(blocks)
+    labels = _recurring_labels(blocks)
     for b in blocks:
         if b.kind != TEXT:
             continue
@@ -115,7 +116,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
         elif (
             b.n_lines <= 4
             and is_title_shaped(text)
-            and _stands_out(b, body, columns)
+            and _stands_out(b, body, columns, labels)
             and not (
                 b.page in toc_pages
                 and (_ENDS_WITH_PAGE.search(text[-100:]) or _STARTS_WITH_PAGE.match(text))
@@ -123,6 +124,13 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
         ):
             b.kind = TITLE
     return body
+
+
+def _recurring_labels(blocks: list[Block], times: int = 8) -> set[str]:
+    """Short texts printed again and again ("KEY INDICATORS" in every country profile):
+    box labels, not section titles."""
+    counts = Counter(b.text for b in blocks if b.kind == TEXT and len(b.text) < 60)
+    return {text for text, n in counts.items() if n >= times}
 
 
 def _contents_pages(blocks: list[Block]) -> set[int]:
@@ -163,7 +171,9 @@ def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:
     )
 
 
-def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float]]) -> bool:
+def _stands_out(
+    b: Block, body: BodyStyle, columns: dict[int, tuple[float, float]], labels: set[str]
+) -> bool:
     """Typographic evidence that a block is set apart from body text."""
     if b.font_size >= body.font_size + 0.9:
         return True
@@ -178,8 +188,8 @@ def _stands_out(b: Block, body: BodyStyle, columns: dict[int, tuple[float, float
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
     short = len(words) <= 12 and not b.text.rstrip().endswith(".")
-    if b.font_size < body.font_size - 0.4:
-        return False  # smaller than the text and not bold: notes, labels, table cells
+    if b.font_size < body.font_size - 0.4 and not (b.text.isupper() and b.text not in labels):
+        return False  # smaller than the text: notes, labels, table cells (small capitals aside)
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
     other_face = font_family(b.font) != body.family
