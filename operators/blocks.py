@@ -98,10 +98,36 @@ def is_title_shaped(text: str) -> bool:
     return not _PAGE_NUMBER.match(text.strip())
 
 
+def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
+    """Display-size lines of one heading that PyMuPDF put in separate blocks, joined."""
+    joined: list[Block] = []
+    for b in blocks:
+        prev = joined[-1] if joined else None
+        if (
+            prev is not None
+            and prev.kind == TEXT == b.kind
+            and prev.page == b.page
+            and (prev.font_size, prev.bold, prev.italic) == (b.font_size, b.bold, b.italic)
+            and font_family(prev.font) == font_family(b.font)
+            and b.font_size >= body.font_size + 2
+            and prev.n_lines + b.n_lines <= 4
+            and 0 <= b.y0 - prev.y1 < 0.6 * b.font_size
+            and not prev.text.rstrip().endswith((".", "!", "?"))
+        ):
+            prev.text = f"{prev.text} {b.text}"
+            prev.x0, prev.x1 = min(prev.x0, b.x0), max(prev.x1, b.x1)
+            prev.y1 = b.y1
+            prev.n_lines += b.n_lines
+        else:
+            joined.append(b)
+    return joined
+
+
 def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     """Refine "text" blocks in place: header/footer, caption, list, title (candidate)."""
     mark_headers_footers(blocks, n_pages)
     body = body_style(blocks)
+    blocks[:] = join_split_headings(blocks, body)
     columns = _text_columns(blocks, body)
     toc_pages = _contents_pages(blocks)
     labels = _recurring_labels(blocks)

@@ -328,6 +328,7 @@ class OutlineSectionFilter:
             if layout.decisions[pos].level is not None
             and (floor is None or _prominence(candidates[i].style) < floor)
         ]
+        below = self._drop_bylines(below, rest, candidates, decisions, context.blocks)
         deeper_levels = sorted({layout.decisions[pos].level for pos in below})
         depth_levels = self._numbering_levels(candidates, decisions)
         for pos, i in enumerate(rest):
@@ -355,6 +356,37 @@ class OutlineSectionFilter:
             else:
                 depth = deeper_levels.index(d.level) + 1
                 decisions[i] = Decision(min(deepest + depth, MAX_LEVEL), "below the outline")
+
+    @staticmethod
+    def _drop_bylines(
+        below: list[int],
+        rest: list[int],
+        candidates: list[Candidate],
+        decisions: list[Decision],
+        blocks: list[Block],
+    ) -> list[int]:
+        """A style that only ever appears right under an outline heading (authors' names
+        under chapter titles, a chapter's subtitle) is not a level of its own."""
+        heads = {
+            candidates[i].index for i, d in enumerate(decisions) if d.reason == "outline entry"
+        }
+        by_style: dict[tuple, list[int]] = defaultdict(list)
+        for pos in below:
+            by_style[candidates[rest[pos]].style].append(pos)
+        dropped: set[int] = set()
+        for members in by_style.values():
+            under = sum(
+                any(
+                    h in heads and blocks[h].page == candidates[rest[pos]].page
+                    for h in range(candidates[rest[pos]].index - 6, candidates[rest[pos]].index)
+                )
+                for pos in members
+            )
+            if len(members) >= 3 and under >= 0.8 * len(members):
+                dropped.update(members)
+        for pos in dropped:
+            decisions[rest[pos]] = Decision(None, "byline or subtitle under an outline heading")
+        return [pos for pos in below if pos not in dropped]
 
     @staticmethod
     def _numbering_levels(candidates: list[Candidate], decisions: list[Decision]) -> dict:
