@@ -21,7 +21,8 @@ _CAPTION = re.compile(
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
-_SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")
+_SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
+_NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
@@ -205,8 +206,12 @@ def _stands_out(
         return True
     if b.font_size < body.font_size - 1.6:
         return False
-    # Set in the flow of the text, with no more space than a paragraph gets: emphasis.
-    if b.space_above < max(0.5 * b.font_size, body.paragraph_gap + 0.25 * b.font_size):
+    numbered = _SECTION_NUMBER.match(b.text) is not None
+    numbered_head = numbered or _NUMBERED_HEAD.match(b.text) is not None
+    # Set in the flow of the text, with no more space than a paragraph gets: emphasis, unless
+    # it is a bold numbered line ("3. Study Design").
+    in_flow = b.space_above < max(0.5 * b.font_size, body.paragraph_gap + 0.25 * b.font_size)
+    if in_flow and not (b.bold and numbered_head and b.n_lines <= 2):
         return False
     if b.bold and not body.bold:
         return True
@@ -219,6 +224,5 @@ def _stands_out(
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
     other_face = font_family(b.font) != body.family
-    numbered = _SECTION_NUMBER.match(b.text) is not None
     cue = b.italic or caps or other_face or numbered or _centred(b, columns)
     return short and b.n_lines <= 2 and cue

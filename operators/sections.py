@@ -28,7 +28,7 @@ from operators.parse import TEXT, Block, font_family
 
 MAX_LEVEL = 6
 CONTINUES = "continues the title above"
-_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?\s+\S")
+_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?(\s+\S|(?=[A-Z][a-z]))")
 _WORD_NUMBERED = re.compile(
     r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
 )
