@@ -53,6 +53,39 @@ class Node:
     bold: bool
 
 
+def _new_node(
+    node_id: str,
+    parent: Node | None,
+    kind: str,
+    level: int,
+    title: str,
+    text: str,
+    page: int,
+    order: int,
+    block: Block | None,
+) -> Node:
+    """A node before numbering: sec_id, para_idx and the skeleton counts come from _number."""
+    return Node(
+        node_id=node_id,
+        parent_id=parent.node_id if parent else None,
+        kind=kind,
+        level=level,
+        title=title,
+        text=text,
+        page_start=page,
+        page_end=page,
+        bbox=[block.x0, block.y0, block.x1, block.y1] if block else [0.0, 0.0, 0.0, 0.0],
+        sec_id=0,
+        para_idx=None,
+        order=order,
+        n_tokens=count_tokens(text or title),
+        children=[],
+        n_paragraphs=0,
+        font_size=block.font_size if block else 0.0,
+        bold=block.bold if block else False,
+    )
+
+
 def _continues(prev: Node | None, block: Block) -> bool:
     """A text block that carries on the paragraph cut by a page or column break."""
     return (
@@ -68,25 +101,8 @@ def _continues(prev: Node | None, block: Block) -> bool:
 def build_tree(doc_id: str, title: str, blocks: list[Block], headings: list[Heading]) -> list[Node]:
     """Nodes in document order: the root first, then sections and leaves as they occur."""
     prefix = doc_id[:16]
-    root = Node(
-        node_id=f"{prefix}:0",
-        parent_id=None,
-        kind=ROOT,
-        level=0,
-        title=title,
-        text="",
-        page_start=1,
-        page_end=max((b.page for b in blocks), default=1),
-        bbox=[0.0, 0.0, 0.0, 0.0],
-        sec_id=0,
-        para_idx=None,
-        order=0,
-        n_tokens=count_tokens(title),
-        children=[],
-        n_paragraphs=0,
-        font_size=0.0,
-        bold=False,
-    )
+    root = _new_node(f"{prefix}:0", None, ROOT, 0, title, "", 1, 0, None)
+    root.page_end = max((b.page for b in blocks), default=1)
     nodes = [root]
     stack = [root]  # open sections, shallowest first
     heading_at = {h.block_index: h for h in headings if h.block_index is not None}
@@ -98,24 +114,16 @@ def build_tree(doc_id: str, title: str, blocks: list[Block], headings: list[Head
         while stack[-1].kind != ROOT and stack[-1].level >= heading.level:
             stack.pop()
         parent = stack[-1]
-        node = Node(
-            node_id=f"{prefix}:{len(nodes)}",
-            parent_id=parent.node_id,
-            kind=SECTION,
-            level=heading.level,
-            title=heading.title,
-            text=heading.title,
-            page_start=heading.page,
-            page_end=heading.page,
-            bbox=[block.x0, block.y0, block.x1, block.y1] if block else [0.0, 0.0, 0.0, 0.0],
-            sec_id=0,
-            para_idx=None,
-            order=len(nodes),
-            n_tokens=count_tokens(heading.title),
-            children=[],
-            n_paragraphs=0,
-            font_size=block.font_size if block else 0.0,
-            bold=block.bold if block else False,
+        node = _new_node(
+            f"{prefix}:{len(nodes)}",
+            parent,
+            SECTION,
+            heading.level,
+            heading.title,
+            heading.title,
+            heading.page,
+            len(nodes),
+            block,
         )
         nodes.append(node)
         stack.append(node)
@@ -135,24 +143,16 @@ def build_tree(doc_id: str, title: str, blocks: list[Block], headings: list[Head
             last_leaf.n_tokens = count_tokens(last_leaf.text)
             continue
         section = stack[-1]
-        leaf = Node(
-            node_id=f"{prefix}:{len(nodes)}",
-            parent_id=section.node_id,
-            kind=LEAF_KINDS[block.kind],
-            level=section.level + 1,
-            title="",
-            text=block.text,
-            page_start=block.page,
-            page_end=block.page,
-            bbox=[block.x0, block.y0, block.x1, block.y1],
-            sec_id=0,
-            para_idx=None,
-            order=len(nodes),
-            n_tokens=count_tokens(block.text),
-            children=[],
-            n_paragraphs=0,
-            font_size=block.font_size,
-            bold=block.bold,
+        leaf = _new_node(
+            f"{prefix}:{len(nodes)}",
+            section,
+            LEAF_KINDS[block.kind],
+            section.level + 1,
+            "",
+            block.text,
+            block.page,
+            len(nodes),
+            block,
         )
         nodes.append(leaf)
         last_leaf = leaf
