@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from operators.parse import Block, document_metadata, parse_pages
-from operators.probe import Problem, discover, identify, page_ranges, probe_pdf
+from operators.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
 from operators.structure import assemble_document
 from pipelines import lance_store
 from pipelines.schemas import DOCUMENTS, FAILURES, NODES, nodes_schema
@@ -200,7 +200,10 @@ def run_index(
 
     existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri"]).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
-    todo = [f for f in files if options.force or f.doc_id not in known_ids]
+    by_content: dict[str, InputFile] = {}
+    for f in files:  # identical bytes under two names are one document (the first name)
+        by_content.setdefault(f.doc_id, f)
+    todo = [f for f in by_content.values() if options.force or f.doc_id not in known_ids]
     summary.skipped = len(files) - len(todo)
     # A file whose bytes changed drops the rows of its previous version (unless that version
     # is still the content of another input); --force also replaces the unchanged ones.

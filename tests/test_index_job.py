@@ -173,3 +173,15 @@ def test_rerun_adds_nothing_and_a_changed_file_replaces_its_rows(
         before.filter(pl.col("doc_id") == before["doc_id"][0]).sort("node_id").select(columns)
     )
     assert lance_store.read_table(out, FAILURES).num_rows == 0
+
+
+def test_identical_files_under_two_names_are_one_document(ray_session, sample_corpus, tmp_path):
+    corpus = tmp_path / "dupes"
+    corpus.mkdir()
+    shutil.copy(sample_corpus / "sample_02.pdf", corpus / "a.pdf")
+    shutil.copy(sample_corpus / "sample_02.pdf", corpus / "b.pdf")
+    summary = run_index([str(corpus)], tmp_path / "index")
+    assert (summary.ok, summary.skipped) == (1, 1)
+    nodes = _nodes(tmp_path / "index")
+    assert nodes["node_id"].n_unique() == nodes.height
+    assert _docs(tmp_path / "index").height == 1
