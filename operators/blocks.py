@@ -211,7 +211,9 @@ def _stands_out(
     # Set in the flow of the text, with no more space than a paragraph gets: emphasis, unless
     # it is a bold numbered line ("3. Study Design").
     in_flow = b.space_above < max(0.5 * b.font_size, body.paragraph_gap + 0.25 * b.font_size)
-    if in_flow and not (b.bold and numbered_head and b.n_lines <= 2):
+    # A one-line italic or bold label ending in a colon heads the list below it ("Europe:").
+    label = (b.italic or b.bold) and b.n_lines == 1 and b.text.endswith(":") and len(b.text) < 60
+    if in_flow and not (b.bold and numbered_head and b.n_lines <= 2) and not label:
         return False
     if b.bold and not body.bold:
         return True
