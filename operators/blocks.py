@@ -24,6 +24,7 @@ _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$"
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
 _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
+_ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 
 
@@ -93,6 +94,8 @@ def is_title_shaped(text: str) -> bool:
     """Short, has letters, does not read like a sentence fragment or a page number."""
     words = text.split()
     if not (1 <= len(words) <= 30) or len(text) > 220 or not _LETTERS.search(text):
+        return False
+    if _ADDRESS.search(text):  # e-mail addresses, links, arXiv stamps
         return False
     if text.rstrip().endswith((",", ";", ":")) and len(words) > 3:
         return False
