@@ -49,7 +49,6 @@ class Block:
     n_lines: int
     page_width: float
     page_height: float
-    first_line_x0: float = 0.0
     space_above: float = 0.0  # gap to the nearest text above in the same column, points
     table_rows: int = 0
     table_cols: int = 0
@@ -66,7 +65,6 @@ class PageRange:
     """What parsing a page range yields: blocks plus the problems met on its pages."""
 
     blocks: list[Block]
-    n_text_chars: int
     errors: list[str]
 
 
@@ -197,7 +195,6 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
                         n_lines=len(para),
                         page_width=width,
                         page_height=height,
-                        first_line_x0=xs0[0],
                         extra={"first_line": (_join_lines(para[:1]), para[0]["bbox"])},
                     )
                 )
@@ -452,16 +449,14 @@ def parse_pages(doc: pymupdf.Document, start: int, stop: int) -> PageRange:
     """Parse pages [start, stop) (0-based) of an open document; a broken page is recorded."""
     blocks: list[Block] = []
     errors: list[str] = []
-    n_chars = 0
     for index in range(start, min(stop, doc.page_count)):
         try:
             page_blocks = parse_page(doc[index], index + 1)
         except Exception as exc:  # one unreadable page must not lose the document
             errors.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
             continue
-        n_chars += sum(len(b.text) for b in page_blocks if b.kind == TEXT)
         blocks.extend(page_blocks)
-    return PageRange(blocks=blocks, n_text_chars=n_chars, errors=errors)
+    return PageRange(blocks=blocks, errors=errors)
 
 
 def document_metadata(doc: pymupdf.Document) -> dict:

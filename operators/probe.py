@@ -9,10 +9,12 @@ from __future__ import annotations
 import glob
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymupdf
+
+from operators.parse import document_metadata
 
 PDF_SUFFIX = ".pdf"
 _MAGIC = b"%PDF-"
@@ -41,8 +43,8 @@ class Probe:
     status: str
     n_pages: int = 0
     error: str = ""
-    text_chars: int = 0
     warning: str = ""  # indexed, but the user should know (a repaired file, say)
+    meta: dict = field(default_factory=dict)  # operators.parse.document_metadata, when opened
 
 
 def discover(inputs: list[str]) -> tuple[list[str], list[Problem]]:
@@ -116,14 +118,19 @@ def probe_pdf(uri: str) -> Probe:
             return Probe("failed", error="PDF has no pages")
         try:
             text_chars = _text_chars(doc)
+            meta = document_metadata(doc)
         except Exception as exc:
             return Probe("failed", n_pages=n_pages, error=f"corrupt PDF: {exc}")
     warning = "damaged PDF repaired on open; content may be incomplete" if repaired else ""
     if text_chars == 0:
         return Probe(
-            "needs_ocr", n_pages=n_pages, error="no text layer: needs OCR", warning=warning
+            "needs_ocr",
+            n_pages=n_pages,
+            error="no text layer: needs OCR",
+            warning=warning,
+            meta=meta,
         )
-    return Probe("ok", n_pages=n_pages, text_chars=text_chars, warning=warning)
+    return Probe("ok", n_pages=n_pages, warning=warning, meta=meta)
 
 
 def _text_chars(doc: pymupdf.Document, sample: int = 12) -> int:

@@ -133,8 +133,8 @@ def _prominence(style: tuple) -> tuple:
     return (size, bold, caps, not italic)
 
 
-def _is_prose_cluster(members: list[Candidate], n_pages: int) -> bool:
-    """A style used for sentences or on most pages is emphasis, not a heading level."""
+def _is_prose_cluster(members: list[Candidate]) -> bool:
+    """A style used for sentences, or several times on a page, is emphasis, not a level."""
     numbered = sum(numbering_depth(c.text) is not None for c in members)
     if numbered >= 0.6 * len(members):
         return False
@@ -187,7 +187,7 @@ class LayoutSectionFilter:
             clusters[candidates[i].style].append(i)
         kept: list[tuple] = []
         for style, members in clusters.items():
-            if _is_prose_cluster([candidates[i] for i in members], context.n_pages):
+            if _is_prose_cluster([candidates[i] for i in members]):
                 for i in members:
                     decisions[i] = Decision(None, "style used for prose or emphasis")
             else:

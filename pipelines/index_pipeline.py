@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from operators.parse import Block, document_metadata, parse_pages
+from operators.parse import Block, parse_pages
 from operators.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
 from operators.structure import assemble_document
 from pipelines import lance_store
@@ -84,11 +84,7 @@ def probe_and_split(row: dict, pages_per_task: int) -> list[dict]:
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
         base["n_pages"] = probe.n_pages
         base["failure_stage"] = "open" if probe.status == "failed" else ""
-        if probe.status != "failed":
-            import pymupdf
-
-            with pymupdf.open(row["uri"], filetype="pdf") as doc:
-                base["meta"] = json.dumps(document_metadata(doc))
+        base["meta"] = json.dumps(probe.meta)
     except Exception as exc:  # anything unexpected is this document's failure alone
         base.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         base.update(failure_stage="open", traceback=_tail(exc))
