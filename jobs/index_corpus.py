@@ -1,8 +1,12 @@
 """Index a corpus of PDFs into Lance tables.
 
     python -m jobs.index_corpus INPUT... --out DIR [--force] [--strict] [--no-outline]
+        [--no-enrich] [--models offline|openai|vllm] [--model-config FILE.json]
 
-INPUT may be directories (searched recursively for *.pdf), files or globs. Runs locally (a local
+INPUT may be directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is
+a passage corpus (one ``{"id", "title", "text"}`` per line, each passage a document).
+Models: the offline CPU default, or an OpenAI-compatible endpoint / vLLM configured by a JSON
+file of ``operators.models.ModelConfig`` fields or by BOOKINDEX_* environment variables. Runs locally (a local
 Ray is started) or on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``.
 Exits 0 with a summary; with --strict, exits 1 when any input failed.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from operators.models import BACKENDS, ModelConfig, load_backend
 from pipelines.index_pipeline import IndexOptions, run_index
 
 
@@ -26,16 +31,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--pages-per-task", type=int, default=64, help="page range per task")
     parser.add_argument("--workers", type=int, default=None, help="parse parallelism")
+    parser.add_argument(
+        "--no-enrich", action="store_true", help="structure only: no vectors, no entities"
+    )
+    parser.add_argument("--models", choices=BACKENDS, default=None, help="model backend")
+    parser.add_argument("--model-config", default=None, help="JSON file of ModelConfig fields")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.model_config:
+        model_config = ModelConfig.from_file(args.model_config)
+    else:
+        model_config = ModelConfig.from_env()
+    if args.models:
+        model_config.backend = args.models
+    if model_config.backend != "offline" and not args.no_enrich:
+        load_backend(model_config)  # one clear error now, not one per worker later
     options = IndexOptions(
         use_outline=not args.no_outline,
         pages_per_task=args.pages_per_task,
         force=args.force,
         parse_workers=args.workers,
+        enrich=not args.no_enrich,
+        model_config=model_config,
     )
     summary = run_index(args.inputs, args.out, options)
     for failure in summary.failures:

@@ -22,11 +22,24 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from operators.models import ModelConfig
 from operators.parse import Block, parse_pages
+from operators.passages import Passage, is_passage_file, passage_document_row, read_passages
 from operators.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
 from operators.structure import assemble_document
 from pipelines import lance_store
-from pipelines.schemas import DOCUMENTS, FAILURES, NODES, nodes_schema
+from pipelines.enrich import enrich_batch
+from pipelines.schemas import (
+    DOCUMENTS,
+    EMBED_DIM,
+    ENTITIES,
+    ER_DECISIONS,
+    FAILURES,
+    MENTIONS,
+    NODES,
+    RELATIONS,
+    nodes_schema,
+)
 
 _TRACEBACK_CHARS = 2000
 
@@ -37,6 +50,10 @@ class IndexOptions:
     pages_per_task: int = 64
     force: bool = False
     parse_workers: int | None = None  # None: as many as Ray has CPUs
+    enrich: bool = True  # node vectors, entities, relations, entity resolution
+    model_config: ModelConfig = field(default_factory=ModelConfig)
+    resolver_options: dict = field(default_factory=dict)  # g, floor, top_k, c0
+    enrich_workers: int | None = None  # None: as many as Ray has CPUs
 
 
 @dataclass
@@ -47,6 +64,7 @@ class Summary:
     needs_ocr: int = 0
     pages: int = 0
     nodes: int = 0
+    entities: int = 0
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
 
@@ -57,7 +75,8 @@ class Summary:
     def line(self) -> str:
         return (
             f"documents ok={self.ok} failed={self.failed} skipped={self.skipped} "
-            f"needs_ocr={self.needs_ocr} | pages={self.pages} nodes={self.nodes} | "
+            f"needs_ocr={self.needs_ocr} | pages={self.pages} nodes={self.nodes} "
+            f"entities={self.entities} | "
             f"{self.seconds:.1f}s, {self.pages_per_second:.1f} pages/s"
         )
 
@@ -160,18 +179,28 @@ def assemble_group(batch: pa.Table, use_outline: bool) -> pa.Table:
             doc.update(failure_stage="assemble", traceback=_tail(exc))
     timings["assemble"] = time.perf_counter() - started
     doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
+    doc["source"] = "pdf"
     return pa.Table.from_pylist([doc])
 
 
 def explode_nodes(batch: pa.Table) -> pa.Table:
     """Document rows → node rows in the ``nodes`` schema."""
+    import numpy as np
+
     rows: list[dict] = []
-    for doc_id, nodes_json in zip(
-        batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True
+    has_vectors = "node_vectors" in batch.column_names
+    for i, (doc_id, nodes_json) in enumerate(
+        zip(batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True)
     ):
-        for node in json.loads(nodes_json):
+        nodes = json.loads(nodes_json)
+        vectors = None
+        if has_vectors and nodes:
+            raw = batch.column("node_vectors")[i].as_py()
+            vectors = np.frombuffer(raw, np.float32).reshape(len(nodes), -1)
+        for j, node in enumerate(nodes):
             node["doc_id"] = doc_id
             node["summary"] = None
+            node["vector"] = vectors[j].tolist() if vectors is not None else None
             rows.append(node)
     if not rows:
         return nodes_schema.empty_table()
@@ -190,9 +219,21 @@ def run_index(
     summary = Summary()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     uris, problems = discover(inputs)
-    files = identify(uris)
+    files = identify([u for u in uris if not is_passage_file(u)])
     problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
     files = [f for f in files if not f.error]
+    passages: dict[str, Passage] = {}
+    for corpus in (u for u in uris if is_passage_file(u)):
+        try:
+            found = read_passages(corpus)
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(Problem(corpus, "read", f"{type(exc).__name__}: {exc}"))
+            continue
+        problems += [Problem(p.uri, "read", p.error) for p in found if p.error]
+        for p in found:
+            if not p.error:
+                passages[p.doc_id] = p
+                files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
 
     existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri"]).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
@@ -211,9 +252,12 @@ def run_index(
 
     doc_rows: list[dict] = []
     if todo:
-        doc_rows = _run_ray(todo, out_dir, options, replaced)
+        doc_rows, summary.entities = _run_ray(todo, passages, out_dir, options, replaced)
     elif replaced:
         _delete(out_dir, replaced)
+        summary.entities = _refresh_entities(out_dir)
+    else:
+        summary.entities = _count(out_dir, ENTITIES)
     failures = _failure_rows(problems, doc_rows)
     # Discovery problems are keyed by their input: a re-run replaces them, never repeats them.
     lance_store.delete_where(out_dir, FAILURES, "uri", [p.uri for p in problems])
@@ -229,11 +273,40 @@ def run_index(
 
 
 def _delete(out_dir: str | Path, doc_ids: list[str]) -> None:
-    for table in (NODES, DOCUMENTS, FAILURES):
+    for table in (NODES, DOCUMENTS, FAILURES, MENTIONS, RELATIONS, ER_DECISIONS):
         lance_store.delete_documents(out_dir, table, doc_ids)
 
 
-def _run_ray(todo: list, out_dir: str | Path, options: IndexOptions, replaced: list[str]) -> list:
+def _count(out_dir: str | Path, table: str) -> int:
+    if not lance_store.exists(out_dir, table):
+        return 0
+    import lance
+
+    return lance.dataset(lance_store.table_path(out_dir, table)).count_rows()
+
+
+def _refresh_entities(out_dir: str | Path) -> int:
+    """After documents were dropped: entity mention counts again, unmentioned ones removed."""
+    if not lance_store.exists(out_dir, ENTITIES):
+        return 0
+    import numpy as np
+
+    from pipelines.entity_graph import rewrite_entities
+
+    stored = lance_store.read_table(out_dir, ENTITIES).to_pylist()
+    corpus = [r for r in stored if not r["doc_id"]]
+    keys = ("entity_id", "name", "type", "description", "aliases")
+    vectors = np.asarray([r["vector"] for r in corpus], np.float32).reshape(len(corpus), -1)
+    return rewrite_entities(out_dir, [{k: r[k] for k in keys} for r in corpus], vectors)["entities"]
+
+
+def _run_ray(
+    todo: list,
+    passages: dict[str, Passage],
+    out_dir: str | Path,
+    options: IndexOptions,
+    replaced: list[str],
+) -> tuple[list[dict], int]:
     import ray
 
     if not ray.is_initialized():
@@ -243,26 +316,63 @@ def _run_ray(todo: list, out_dir: str | Path, options: IndexOptions, replaced: l
     # The grouping moves little data (block lists of a few documents): a task-based sort
     # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
     DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    items = [{"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo]
     workers = options.parse_workers or max(1, int(ray.available_resources().get("CPU", 1)))
-    per_doc = (
-        ray.data.from_items(items, override_num_blocks=min(len(items), workers * 4))
-        .flat_map(probe_and_split, fn_kwargs={"pages_per_task": options.pages_per_task})
-        .map(parse_range)
-        .groupby("doc_id", num_partitions=workers)
-        .map_groups(
-            assemble_group, batch_format="pyarrow", fn_kwargs={"use_outline": options.use_outline}
+    pdfs = [
+        {"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo if f.doc_id not in passages
+    ]
+    texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
+    parts = []
+    if pdfs:
+        parsed = (
+            ray.data.from_items(pdfs, override_num_blocks=min(len(pdfs), workers * 4))
+            .flat_map(probe_and_split, fn_kwargs={"pages_per_task": options.pages_per_task})
+            .map(parse_range)
+            .groupby("doc_id", num_partitions=workers)
+            .map_groups(
+                assemble_group,
+                batch_format="pyarrow",
+                fn_kwargs={"use_outline": options.use_outline},
+            )
         )
-        .materialize()
-    )
+        parts.append((parsed, 1))  # books: one document per enrich batch
+    if texts:
+        blocks = min(len(texts), workers * 4)
+        parts.append((ray.data.from_items(texts, override_num_blocks=blocks), 256))
+    enriched = []
+    for dataset, docs_per_batch in parts:
+        if options.enrich:
+            dataset = dataset.map_batches(
+                enrich_batch,
+                batch_size=docs_per_batch,
+                batch_format="pyarrow",
+                fn_kwargs={"model_config": options.model_config.to_dict()},
+                concurrency=options.enrich_workers or workers,
+            )
+        enriched.append(dataset)
+    per_doc = enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
+    per_doc = per_doc.materialize()
     _delete(out_dir, replaced)
-    doc_rows = per_doc.drop_columns(["nodes"]).take_all()
+    heavy = ["nodes", "node_vectors"] if options.enrich else ["nodes"]
+    doc_rows = per_doc.drop_columns(heavy).take_all()
     if any(row["n_nodes"] for row in doc_rows):
         nodes = per_doc.map_batches(explode_nodes, batch_format="pyarrow")
         mode = "append" if lance_store.exists(out_dir, NODES) else "create"
         nodes.write_lance(lance_store.table_path(out_dir, NODES), mode=mode, schema=nodes_schema)
     lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
-    return doc_rows
+    n_entities = _count(out_dir, ENTITIES)
+    if options.enrich:
+        from pipelines.entity_graph import (
+            build_search_indexes,
+            resolve_corpus,
+            write_entity_tables,
+        )
+
+        results, canonical, vectors = resolve_corpus(
+            out_dir, doc_rows, EMBED_DIM, resolver_options=options.resolver_options
+        )
+        n_entities = write_entity_tables(out_dir, doc_rows, results, canonical, vectors)["entities"]
+        build_search_indexes(out_dir)
+    return doc_rows, n_entities
 
 
 def _document_rows(doc_rows: list[dict]) -> list[dict]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
+ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations", "er_decisions"
+EMBED_DIM = 384  # all-MiniLM-L6-v2, the offline default; see vector_schemas for others
 
 DOCUMENT_STATUSES = ("ok", "failed", "skipped", "needs_ocr")
 
@@ -48,6 +50,7 @@ nodes_schema = pa.schema(
         ("font_size", pa.float32()),
         ("bold", pa.bool_()),
         ("summary", pa.string()),
+        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # null when the job ran without enrich
     ]
 )
 
@@ -62,4 +65,64 @@ failures_schema = pa.schema(
     ]
 )
 
-SCHEMAS = {DOCUMENTS: documents_schema, NODES: nodes_schema, FAILURES: failures_schema}
+entities_schema = pa.schema(
+    [
+        ("entity_id", pa.string()),
+        ("name", pa.string()),
+        ("type", pa.string()),
+        ("description", pa.string()),
+        ("aliases", pa.list_(pa.string())),
+        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # the name's embedding
+        ("n_mentions", pa.int32()),
+        ("n_documents", pa.int32()),
+        ("doc_id", pa.string()),  # tables/figures: their document; "" for corpus entities
+    ]
+)
+
+mentions_schema = pa.schema(
+    [
+        ("entity_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("name", pa.string()),  # the surface form found in this document
+    ]
+)
+
+relations_schema = pa.schema(
+    [
+        ("src_entity", pa.string()),
+        ("dst_entity", pa.string()),
+        ("type", pa.string()),
+        ("description", pa.string()),
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("weight", pa.float32()),
+    ]
+)
+
+er_decisions_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("scope", pa.string()),  # document (within one document) or corpus
+        ("new_name", pa.string()),
+        ("new_type", pa.string()),
+        ("candidates", pa.list_(pa.string())),
+        ("candidate_ids", pa.list_(pa.string())),
+        ("scores", pa.list_(pa.float32())),
+        ("selected", pa.list_(pa.string())),
+        ("action", pa.string()),  # new / exact / merge / select / llm
+        ("reason", pa.string()),
+        ("entity_id", pa.string()),
+        ("decided_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+SCHEMAS = {
+    DOCUMENTS: documents_schema,
+    NODES: nodes_schema,
+    FAILURES: failures_schema,
+    ENTITIES: entities_schema,
+    MENTIONS: mentions_schema,
+    RELATIONS: relations_schema,
+    ER_DECISIONS: er_decisions_schema,
+}

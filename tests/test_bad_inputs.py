@@ -61,7 +61,9 @@ def bad_run(ray_session, sample_corpus, tmp_path_factory):
     empty_dir = root / "nothing_here"
     empty_dir.mkdir()
     out = root / "index"
-    code = index_corpus.main([str(root / "corpus"), str(empty_dir), "--out", str(out)])
+    code = index_corpus.main(
+        [str(root / "corpus"), str(empty_dir), "--out", str(out), "--no-enrich"]
+    )
     return files, empty_dir, out, code
 
 
@@ -127,7 +129,9 @@ def test_empty_directory_is_a_discover_failure(bad_run):
 def test_strict_exits_non_zero_and_rerun_repeats_nothing(bad_run):
     files, empty_dir, out, _ = bad_run
     before = lance_store.read_table(out, FAILURES).num_rows
-    code = index_corpus.main([str(empty_dir), "--out", str(out), "--strict"])
+    code = index_corpus.main([str(empty_dir), "--out", str(out), "--strict", "--no-enrich"])
     assert code == 1
     assert lance_store.read_table(out, FAILURES).num_rows == before
-    assert index_corpus.main([str(files["good"]), "--out", str(out), "--strict"]) == 0
+    assert (
+        index_corpus.main([str(files["good"]), "--out", str(out), "--strict", "--no-enrich"]) == 0
+    )

@@ -180,7 +180,7 @@ def test_identical_files_under_two_names_are_one_document(ray_session, sample_co
     corpus.mkdir()
     shutil.copy(sample_corpus / "sample_02.pdf", corpus / "a.pdf")
     shutil.copy(sample_corpus / "sample_02.pdf", corpus / "b.pdf")
-    summary = run_index([str(corpus)], tmp_path / "index")
+    summary = run_index([str(corpus)], tmp_path / "index", IndexOptions(enrich=False))
     assert (summary.ok, summary.skipped) == (1, 1)
     nodes = _nodes(tmp_path / "index")
     assert nodes["node_id"].n_unique() == nodes.height

@@ -39,7 +39,7 @@ def real_corpus(shared_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def real_index(ray_session, real_corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("real_index")
-    summary = run_index([str(real_corpus)], out, IndexOptions(pages_per_task=16))
+    summary = run_index([str(real_corpus)], out, IndexOptions(pages_per_task=16, enrich=False))
     docs = pl.from_arrow(lance_store.read_table(out, DOCUMENTS))
     nodes = pl.from_arrow(lance_store.read_table(out, NODES))
     return out, summary, docs, nodes
@@ -104,7 +104,7 @@ def test_scanned_document_with_ocr_layer_has_text(real_index):
 def test_same_input_gives_the_same_index(real_index, real_corpus, tmp_path):
     out, _, _, nodes = real_index
     again = tmp_path / "again"
-    run_index([str(real_corpus)], again, IndexOptions(pages_per_task=64))
+    run_index([str(real_corpus)], again, IndexOptions(pages_per_task=64, enrich=False))
     second = pl.from_arrow(lance_store.read_table(again, NODES))
     columns = [c for c in nodes.columns if c != "summary"]
     assert nodes.sort("node_id").select(columns).equals(second.sort("node_id").select(columns))
