@@ -15,6 +15,7 @@ never enter corpus resolution.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -285,7 +286,9 @@ def build_search_indexes(index_dir: str | Path, vector_index_min_rows: int = 10_
         if table_name not in names:
             continue
         table = db.open_table(table_name)
-        table.create_fts_index(text_column, replace=True)
+        with warnings.catch_warnings():  # 0.40 deprecates it; create_index has no FTS column
+            warnings.simplefilter("ignore")
+            table.create_fts_index(text_column, replace=True)
         built.append(f"{table_name}.{text_column}:fts")
         if table.count_rows() >= vector_index_min_rows:
             table.create_index(metric="cosine", vector_column_name="vector", replace=True)

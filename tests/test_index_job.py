@@ -16,7 +16,7 @@ import pytest
 from benchmarks.heading_gold import normalize_title
 from pipelines import lance_store
 from pipelines.index_pipeline import IndexOptions, run_index
-from pipelines.schemas import DOCUMENTS, FAILURES, NODES
+from pipelines.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,40 @@ def test_tables_images_lists_and_captions_are_leaves(indexed, sample_corpus):
         assert mine.filter(pl.col("text").str.contains("see Table 2")).height == 1
         headers = mine.filter(pl.col("text").str.contains(truth["title"], literal=True))
         assert headers.filter(pl.col("kind") != "root").height <= 1  # running header dropped
+
+
+def test_tables_and_figures_are_entities_with_their_headers_contained_in(indexed, sample_corpus):
+    """BookRAG §4.3.1: a table is a typed entity; its column and row headers are entities
+    linked to it by contained_in; a figure is an entity named by its caption."""
+    out, _ = indexed
+    docs, nodes = _docs(out), _nodes(out)
+    entities = pl.from_arrow(lance_store.read_table(out, ENTITIES))
+    mentions = pl.from_arrow(lance_store.read_table(out, MENTIONS))
+    relations = pl.from_arrow(lance_store.read_table(out, RELATIONS))
+    for name, truth in _manifest(sample_corpus).items():
+        doc_id = docs.filter(pl.col("uri").str.ends_with(name))["doc_id"][0]
+        for table in truth["tables"]:
+            node = nodes.filter(
+                (pl.col("doc_id") == doc_id) & (pl.col("title") == table["caption"])
+            ).row(0, named=True)
+            linked = mentions.filter(pl.col("node_id") == node["node_id"]).join(
+                entities, on="entity_id"
+            )
+            typed = linked.filter(pl.col("type") == "TABLE")
+            assert typed["name"].to_list() == [table["caption"]], name
+            table_id = typed["entity_id"][0]
+            headers = relations.filter(
+                (pl.col("dst_entity") == table_id) & (pl.col("type") == "contained_in")
+            ).join(entities, left_on="src_entity", right_on="entity_id")
+            header_names = set(headers["name"].to_list()) | {
+                a for al in headers["aliases"] for a in al
+            }
+            assert set(table["rows"][0]) & header_names, name  # column headers
+            assert {r[0] for r in table["rows"][1:]} & header_names, name  # row headers
+        figures = entities.filter((pl.col("type") == "IMAGE") & (pl.col("doc_id") == doc_id))
+        assert sorted(figures["name"].to_list()) == sorted(f["caption"] for f in truth["figures"])
+    vectors = nodes["vector"].to_list()
+    assert all(v is not None and len(v) == 384 for v in vectors)
 
 
 def test_deepread_coordinates_and_toc_skeleton(indexed):
