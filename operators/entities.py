@@ -140,7 +140,7 @@ def extract_document(
         if root and root.get("title", "").strip():
             add(ExtractedEntity(root["title"].strip(), TOPIC, root["title"]), root["node_id"])
 
-    text_nodes = [n for n in nodes if n["kind"] in _TEXT_KINDS and _node_text(n).strip()]
+    text_nodes = [n for n in nodes if _node_text(n).strip()]
     results = _extract_all([_node_text(n) for n in text_nodes], extract_batch, out, text_nodes)
     for node, result in zip(text_nodes, results, strict=True):
         if result is None:
@@ -163,7 +163,13 @@ def extract_document(
 
 
 def _node_text(node: dict) -> str:
-    return node.get("title") or "" if node["kind"] == "section" else node.get("text") or ""
+    """What NER reads: a section's title, a paragraph's text, a figure's model description."""
+    kind = node["kind"]
+    if kind == "section":
+        return node.get("title") or ""
+    if kind == "image":
+        return node.get("summary") or ""
+    return node.get("text") or "" if kind in _TEXT_KINDS else ""
 
 
 def _extract_all(

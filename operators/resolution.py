@@ -338,6 +338,8 @@ class Resolver:
             )
             if 0 <= picked < len(chosen):
                 target = chosen[picked]
+            elif picked < 0:  # the model says none of them: a new entity
+                action, target = NEW, -1
         decision = self._decision(
             name, type_, positions, scores.tolist(), chosen, action, choice.reason, target
         )
@@ -355,3 +357,35 @@ class Resolver:
             reason=reason,
             entity_id=self.entities[target].entity_id if target >= 0 else "",
         )
+
+
+SELECT_SCHEMA = {
+    "type": "object",
+    "properties": {"choice": {"type": "integer"}},
+    "required": ["choice"],
+}
+
+
+def model_selector(backend) -> Selector:
+    """BookRAG's LLM step: which of several selected candidates is the new entity (or -1 for
+    none). A failed call falls back to the best-scoring candidate."""
+
+    def select(name: str, candidates: list[Canonical], scores: list[float]) -> int:
+        listing = "\n".join(
+            f"{i}. {c.name} ({c.type}): {c.description[:200]}" for i, c in enumerate(candidates)
+        )
+        messages = [
+            {
+                "role": "system",
+                "content": "You decide whether a newly found entity is the same real-world "
+                "entity as one of the known candidates. Answer with JSON: the number of the "
+                "matching candidate as choice, or -1 when none of them is the same entity.",
+            },
+            {"role": "user", "content": f"New entity: {name}\nCandidates:\n{listing}"},
+        ]
+        try:
+            return int(backend.complete(messages, SELECT_SCHEMA)["choice"])
+        except Exception:
+            return 0
+
+    return select

@@ -26,9 +26,15 @@ import pyarrow as pa
 
 from operators.entities import STRUCTURAL_TYPES, NodeExtraction, extract_document
 from operators.models import ModelConfig, load_backend
-from operators.resolution import Resolver
+from operators.resolution import Resolver, model_selector
 
 _backends: dict[str, object] = {}
+MAX_IMAGES_PER_DOCUMENT = 200
+IMAGE_DPI = 150
+IMAGE_PROMPT = (
+    "Describe this figure from a document for a search index: what it shows, the names, "
+    "labels and numbers it contains, in at most five sentences."
+)
 _EMBED_TEXT_CHARS = 2000
 
 
@@ -44,7 +50,7 @@ def node_embedding_text(node: dict) -> str:
     or figure, the text of a paragraph."""
     if node["kind"] in ("root", "section"):
         return node.get("title") or ""
-    parts = [node.get("title") or "", node.get("text") or ""]
+    parts = [node.get("title") or "", node.get("text") or "", node.get("summary") or ""]
     return " ".join(p for p in parts if p)[:_EMBED_TEXT_CHARS]
 
 
@@ -54,6 +60,9 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
     rows = batch.to_pylist()
     started = time.perf_counter()
     node_lists = [json.loads(r["nodes"]) if r["status"] != "failed" else [] for r in rows]
+    image_errors = [
+        _describe_images(r, nodes, backend) for r, nodes in zip(rows, node_lists, strict=True)
+    ]
     flat = [n for nodes in node_lists for n in nodes]
     vectors = backend.embed([node_embedding_text(n) for n in flat])
     embed_s = time.perf_counter() - started
@@ -71,13 +80,16 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
     extract_s = time.perf_counter() - t0
     node_offset = name_offset = 0
     out = []
-    for row, nodes, extraction in zip(rows, node_lists, extractions, strict=True):
+    for row, nodes, extraction, errors in zip(
+        rows, node_lists, extractions, image_errors, strict=True
+    ):
+        extraction.errors[:0] = errors
         doc_vectors = vectors[node_offset : node_offset + len(nodes)]
         node_offset += len(nodes)
         doc_names = name_vectors[name_offset : name_offset + len(extraction.entities)]
         name_offset += len(extraction.entities)
         t1 = time.perf_counter()
-        graph = _document_graph(row["doc_id"], extraction, doc_names, backend.dim)
+        graph = _document_graph(row["doc_id"], extraction, doc_names, backend)
         timings = json.loads(row.get("stage_timings") or "{}")
         share = len(nodes) / max(1, len(flat))
         timings.update(
@@ -87,6 +99,7 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
         out.append(
             dict(
                 row,
+                nodes=json.dumps(nodes),  # with the figure descriptions, when a VLM made them
                 node_vectors=np.ascontiguousarray(doc_vectors, np.float32).tobytes(),
                 stage_timings=json.dumps(timings),
                 **graph,
@@ -96,7 +109,7 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
 
 
 def _document_graph(
-    doc_id: str, extraction: NodeExtraction, name_vectors: np.ndarray, dim: int
+    doc_id: str, extraction: NodeExtraction, name_vectors: np.ndarray, backend
 ) -> dict:
     """Resolution within one document: its entities merged, relations re-pointed."""
     local = extraction.entities
@@ -110,7 +123,9 @@ def _document_graph(
         }
     # Tables, figures and formulas are one object each: they take part in no resolution.
     resolvable = [i for i, e in enumerate(local) if e.type not in STRUCTURAL_TYPES]
-    resolver = Resolver(dim=dim, id_salt=doc_id)
+    generative = getattr(backend, "name", "offline") in ("openai", "vllm")
+    selector = model_selector(backend) if generative else None
+    resolver = Resolver(dim=backend.dim, id_salt=doc_id, select=selector)
     found, decisions = resolver.resolve(
         [local[i].name for i in resolvable],
         [local[i].type for i in resolvable],
@@ -154,6 +169,32 @@ def _document_graph(
         "er_decisions": json.dumps([asdict(d) for d in decisions]),
         "enrich_errors": json.dumps(extraction.errors),
     }
+
+
+def _describe_images(row: dict, nodes: list[dict], backend) -> list[str]:
+    """Figures (and the page images of scans, status ``needs_ocr``) described by the configured
+    vision-language model into the node's ``summary``. Without one, nothing happens."""
+    images = [n for n in nodes if n["kind"] == "image"][:MAX_IMAGES_PER_DOCUMENT]
+    if not images or getattr(backend, "name", "offline") not in ("openai", "vllm"):
+        return []
+    import pymupdf
+
+    errors = []
+    try:
+        pdf = pymupdf.open(row["uri"], filetype="pdf")
+    except Exception as exc:
+        return [f"images: {type(exc).__name__}: {exc}"]
+    with pdf:
+        for node in images:
+            try:
+                page = pdf[node["page_start"] - 1]
+                clip = pymupdf.Rect(node["bbox"]) & page.rect
+                pixmap = page.get_pixmap(dpi=IMAGE_DPI, clip=clip if not clip.is_empty else None)
+                prompt = IMAGE_PROMPT + (f" Its caption: {node['title']}" if node["title"] else "")
+                node["summary"] = backend.describe_image(pixmap.tobytes("png"), prompt)
+            except Exception as exc:  # this figure's failure alone
+                errors.append(f"{node['node_id']}: describe_image: {type(exc).__name__}: {exc}")
+    return errors
 
 
 def _batch_extractor(backend):

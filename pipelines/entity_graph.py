@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.entities import STRUCTURAL_TYPES, structural_entity_id
-from operators.resolution import Canonical, Resolver
+from operators.resolution import Canonical, Resolver, model_selector
 from pipelines import lance_store
 from pipelines.schemas import (
     EMBED_DIM,
@@ -53,9 +53,20 @@ _DECISION_KEYS = (
 class CorpusResolver:
     """The corpus entity set: canonical entities with their name vectors (a Ray actor)."""
 
-    def __init__(self, index_dir: str, dim: int, resolver_options: dict | None = None) -> None:
+    def __init__(
+        self,
+        index_dir: str,
+        dim: int,
+        resolver_options: dict | None = None,
+        model_config: dict | None = None,
+    ) -> None:
         self.dim = dim
-        self.resolver = Resolver(dim=dim, **(resolver_options or {}))
+        select = None
+        if model_config and model_config.get("backend") in ("openai", "vllm"):
+            from operators.models import ModelConfig, load_backend
+
+            select = model_selector(load_backend(ModelConfig(**model_config)))
+        self.resolver = Resolver(dim=dim, select=select, **(resolver_options or {}))
         stored = lance_store.read_table(index_dir, ENTITIES).to_pylist()
         corpus = [r for r in stored if not r["doc_id"]]
         if corpus:
@@ -130,6 +141,7 @@ def resolve_corpus(
     dim: int,
     batch_entities: int = 2000,
     resolver_options: dict | None = None,
+    model_config: dict | None = None,
 ) -> tuple[list[dict], list[dict], np.ndarray]:
     """Run corpus resolution in one Ray actor. Documents go in ``uri`` order, in batches of
     about ``batch_entities`` entities. Returns the per-document results and the canonical

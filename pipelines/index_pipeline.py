@@ -199,7 +199,7 @@ def explode_nodes(batch: pa.Table) -> pa.Table:
             vectors = np.frombuffer(raw, np.float32).reshape(len(nodes), -1)
         for j, node in enumerate(nodes):
             node["doc_id"] = doc_id
-            node["summary"] = None
+            node["summary"] = node.get("summary")
             node["vector"] = vectors[j].tolist() if vectors is not None else None
             rows.append(node)
     if not rows:
@@ -368,7 +368,11 @@ def _run_ray(
         )
 
         results, canonical, vectors = resolve_corpus(
-            out_dir, doc_rows, EMBED_DIM, resolver_options=options.resolver_options
+            out_dir,
+            doc_rows,
+            EMBED_DIM,
+            resolver_options=options.resolver_options,
+            model_config=options.model_config.to_dict(),
         )
         n_entities = write_entity_tables(out_dir, doc_rows, results, canonical, vectors)["entities"]
         build_search_indexes(out_dir)
@@ -412,6 +416,7 @@ def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
         if row["warning"]:
             found.append((*key, "open", row["warning"], ""))
         found += [(*key, "parse", error, "") for error in json.loads(row["page_errors"])]
+        found += [(*key, "enrich", e, "") for e in json.loads(row.get("enrich_errors") or "[]")]
     at = _now()
     names = ("uri", "doc_id", "stage", "error", "traceback_tail")
     return [dict(zip(names, values, strict=True), failed_at=at) for values in found]
