@@ -1,0 +1,134 @@
+"""Evaluate retrieval on a passage QA set (the canonical formats of ../shared/data/README.md).
+
+    python -m jobs.evaluate --corpus corpus.jsonl --questions questions.jsonl \\
+        --method zoom,bm25,dense --out DIR [--index DIR] [--limit N] [--batch 64]
+
+Indexes the corpus through the index job (or reuses the index: only new passages are
+processed), runs every question through each method in batches, and writes per method
+``results_<method>.jsonl`` (one line per question: ranked passage ids and scores, gold ids,
+recall@k) plus ``metrics.json`` and ``summary.md`` with recall@2/5/10 side by side.
+Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+KS = (2, 5, 10)
+
+
+def read_questions(path: str, limit: int | None = None) -> list[dict]:
+    questions = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not record.get("question") or "gold_ids" not in record:
+                raise ValueError(f"{path}:{number}: a question needs 'question' and 'gold_ids'")
+            questions.append(record)
+            if limit and len(questions) >= limit:
+                break
+    return questions
+
+
+def recall_at(ranked: list[str], gold: list[str], k: int) -> float:
+    gold_set = {str(g) for g in gold}
+    return len(gold_set & set(ranked[:k])) / len(gold_set) if gold_set else 0.0
+
+
+def evaluate_method(retrieval, questions: list[dict], method: str, batch: int) -> list[dict]:
+    rows = []
+    for lo in range(0, len(questions), batch):
+        group = questions[lo : lo + batch]
+        started = time.perf_counter()
+        results = retrieval.retrieve([q["question"] for q in group], method, k=max(KS))
+        seconds = (time.perf_counter() - started) / len(group)
+        for question, hits in zip(group, results, strict=True):
+            ranked = [h.id for h in hits]
+            row = {
+                "id": question["id"],
+                "question": question["question"],
+                "type": question.get("type", ""),
+                "gold_ids": [str(g) for g in question["gold_ids"]],
+                "ranked": ranked,
+                "scores": [round(h.score, 6) for h in hits],
+                "seconds": round(seconds, 4),
+            }
+            row.update({f"recall@{k}": recall_at(ranked, question["gold_ids"], k) for k in KS})
+            if hits and hits[0].chunks:
+                row["evidence"] = [c.text for h in hits[:2] for c in h.chunks[:2]]
+            rows.append(row)
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict[str, float]:
+    n = max(1, len(rows))
+    out = {f"recall@{k}": sum(r[f"recall@{k}"] for r in rows) / n for k in KS}
+    out["questions"] = len(rows)
+    out["seconds_per_query"] = sum(r["seconds"] for r in rows) / n
+    return out
+
+
+def markdown(metrics: dict[str, dict], corpus: str, questions: str) -> str:
+    lines = [
+        f"# Retrieval evaluation\n\ncorpus: `{corpus}`  \nquestions: `{questions}`\n",
+        "| method | " + " | ".join(f"recall@{k}" for k in KS) + " | s/query |",
+        "|---|" + "---|" * (len(KS) + 1),
+    ]
+    for method, m in metrics.items():
+        cells = " | ".join(f"{100 * m[f'recall@{k}']:.1f}" for k in KS)
+        lines.append(f"| {method} | {cells} | {m['seconds_per_query']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.evaluate", description=__doc__)
+    parser.add_argument("--corpus", required=True, help="passage corpus (JSONL)")
+    parser.add_argument("--questions", required=True, help="questions (JSONL)")
+    parser.add_argument("--method", default="zoom,bm25,dense", help="zoom, bm25, dense, or a list")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--index", default=None, help="index directory (default: OUT/index)")
+    parser.add_argument("--limit", type=int, default=None, help="first N questions only")
+    parser.add_argument("--batch", type=int, default=64, help="queries per retrieval batch")
+    parser.add_argument("--device", default="auto", help="walk engine: auto, cpu or gpu")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from pipelines.index_pipeline import run_index
+    from pipelines.retrieval import METHODS, Retrieval
+
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        print(f"unknown method(s) {unknown}; choose from {METHODS}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    index = Path(args.index) if args.index else out / "index"
+    questions = read_questions(args.questions, args.limit)
+    summary = run_index([args.corpus], index)
+    print(summary.line())
+    retrieval = Retrieval.open(index, device=args.device)
+    metrics = {}
+    for method in methods:
+        rows = evaluate_method(retrieval, questions, method, args.batch)
+        with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+        metrics[method] = summarise(rows)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    report = markdown(metrics, args.corpus, args.questions)
+    (out / "summary.md").write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Serve an index over HTTP with Ray Serve.
+
+    python -m jobs.serve --index DIR [--host 127.0.0.1] [--port 8000] [--device auto]
+
+The same application runs from a config file: ``serve run serve_config.yaml``.
+Endpoints: POST /retrieve, GET /health, OpenAPI at /docs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.serve", description=__doc__)
+    parser.add_argument("--index", required=True, help="index directory")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not (Path(args.index) / "documents.lance").exists():
+        print(f"no index at {args.index}: run python -m jobs.index_corpus first", file=sys.stderr)
+        return 2
+    import ray
+    from ray import serve
+
+    from pipelines.serve_app import build_app
+
+    ray.init(include_dashboard=False)
+    serve.start(http_options={"host": args.host, "port": args.port})
+    serve.run(build_app({"index": str(Path(args.index).resolve()), "device": args.device}))
+    print(f"serving {args.index} at http://{args.host}:{args.port} (OpenAPI: /docs)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The Ray Serve application over HTTP on 127.0.0.1: retrieval results, request batching, and
+clear 4xx answers to malformed requests while the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from pipelines.index_pipeline import run_index
+
+QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(ray_session, shared_data, tmp_path_factory):
+    from ray import serve
+
+    from pipelines.serve_app import build_app
+
+    root = tmp_path_factory.mktemp("serve")
+    folder = shared_data / "multihop" / "hotpotqa"
+    questions = [json.loads(line) for line in (folder / "questions.jsonl").open()][:3]
+    gold = {str(g) for q in questions for g in q["gold_ids"]}
+    lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    picked = [ln for ln in lines if str(json.loads(ln)["id"]) in gold] + lines[:24]
+    (root / "corpus.jsonl").write_text("\n".join(dict.fromkeys(picked)) + "\n")
+    index = root / "index"
+    run_index([str(root / "corpus.jsonl")], index)
+    port = _free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"index": str(index)}), name="bookindex", route_prefix="/")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+        yield client, questions
+    serve.shutdown()
+
+
+def test_health_and_openapi(server):
+    client, _ = server
+    health = client.get("/health")
+    assert health.status_code == 200
+    assert health.json()["status"] == "ok" and health.json()["documents"] >= 24
+    assert "/retrieve" in client.get("/openapi.json").json()["paths"]
+
+
+def test_retrieve_ranks_documents_with_chunk_evidence(server):
+    client, questions = server
+    nolan = next(q for q in questions if q["question"] == QUESTION)
+    for method, k in (("zoom", 10), ("bm25", 5), ("dense", 5)):
+        reply = client.post("/retrieve", json={"query": QUESTION, "k": k, "method": method})
+        assert reply.status_code == 200, reply.text
+        documents = reply.json()["results"][0]["documents"]
+        assert len(documents) == k
+        scores = [d["score"] for d in documents]
+        assert scores == sorted(scores, reverse=True)
+        assert {str(g) for g in nolan["gold_ids"]} <= {d["id"] for d in documents}, method
+    zoom = client.post("/retrieve", json={"query": QUESTION, "k": 3}).json()
+    chunks = [c for d in zoom["results"][0]["documents"] for c in d["chunks"]]
+    assert chunks and all(
+        {"text", "score", "node_id", "sec_id", "para_idx"} <= set(c) for c in chunks
+    )
+    many = client.post("/retrieve", json={"queries": [q["question"] for q in questions], "k": 2})
+    assert [r["query"] for r in many.json()["results"]] == [q["question"] for q in questions]
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("{not json", "json"),
+        ({"query": "   "}, "empty"),
+        ({"query": "x" * 5000}, "at most"),
+        ({"query": "q", "k": 0}, "greater than"),
+        ({"query": "q", "k": 1000}, "less than"),
+        ({"query": "q", "method": "magic"}, "zoom"),
+        ({"query": "q", "queries": ["r"]}, "exactly one"),
+        ({}, "exactly one"),
+        ({"queries": []}, "1 to"),
+        ({"query": "q", "extra": 1}, "extra"),
+    ],
+)
+def test_malformed_requests_get_a_clear_4xx_and_the_server_keeps_serving(server, body, needle):
+    client, _ = server
+    if isinstance(body, str):
+        reply = client.post("/retrieve", content=body, headers={"Content-Type": "application/json"})
+    else:
+        reply = client.post("/retrieve", json=body)
+    assert 400 <= reply.status_code < 500
+    assert needle in reply.text.lower()
+    assert client.post("/retrieve", json={"query": QUESTION, "k": 1}).status_code == 200
+
+
+def test_concurrent_requests_share_one_step(server):
+    client, _ = server
+
+    def ask(i: int) -> int:
+        reply = client.post("/retrieve", json={"query": f"{QUESTION} {i}", "method": "dense"})
+        assert reply.status_code == 200
+        return reply.json()["results"][0]["batch_size"]
+
+    with ThreadPoolExecutor(16) as pool:
+        sizes = list(pool.map(ask, range(32)))
+    assert max(sizes) > 1
+    assert client.get("/health").json()["max_batch"] > 1
