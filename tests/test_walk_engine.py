@@ -164,21 +164,34 @@ def test_incremental_add_equals_full_build(corpus, slack):
         assert recomputed > 0  # thresholds fell below stored floors: those rows were redone
 
 
-def test_backend_selection_without_gpu():
+def _gpu_available() -> bool:
     try:
         import cupy
 
-        gpu = bool(cupy.cuda.is_available())
+        return bool(cupy.cuda.is_available())
     except Exception:
-        gpu = False
-    if gpu:
-        pytest.skip("a GPU is present here")
-    with pytest.raises(RuntimeError, match="device='gpu' requested"):
-        make_engine("gpu")
-    assert make_engine("auto").device == "cpu"
+        return False
+
+
+def test_backend_selection():
     assert make_engine("cpu").device == "cpu"
     with pytest.raises(ValueError):
         make_engine("tpu")
+    if _gpu_available():
+        assert make_engine("auto").device == "gpu" and make_engine("gpu").device == "gpu"
+        return
+    with pytest.raises(RuntimeError, match="device='gpu' requested but .*(CuPy|CUDA)"):
+        make_engine("gpu")
+    assert make_engine("auto").device == "cpu"
+
+
+@pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA device")
+def test_gpu_backend_matches_cpu(engine, corpus):
+    gpu = make_engine("gpu").fit(corpus["docs"], corpus["doc_entity"])
+    a = engine.doc_zoom(corpus["queries"], corpus["query_entity"])
+    b = gpu.doc_zoom(corpus["queries"], corpus["query_entity"])
+    np.testing.assert_array_equal(a[0], b[0])
+    assert np.abs(a[1] - b[1]).max() < 1e-9 and np.abs(a[2] - b[2]).max() < 1e-9
 
 
 def test_ppr_batch_matches_igraph():

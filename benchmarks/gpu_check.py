@@ -1,0 +1,142 @@
+"""CPU (SciPy) vs GPU (CuPy) walk engine on the same generated inputs: agreement and timings.
+
+Standalone: imports only numpy, scipy, cupy (through ``operators/walk_engine.py``, which imports
+cupy lazily) — no Ray. Run from the repo root on a machine with CuPy::
+
+    python benchmarks/gpu_check.py [--docs 50000] [--entities 20000] [--queries 256]
+
+Prints the build time per backend, the max abs difference of Doc-Zoom scores (all document and
+entity scores of every query) and the top-10 agreement rate (mean |ids_cpu ∩ ids_gpu| / 10),
+then seconds per batch and queries/s for batch sizes 1, 16, 64, 256 side by side with the
+GPU/CPU ratio. Without a usable GPU the CPU side runs and the GPU side is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from operators.walk_engine import make_engine  # noqa: E402
+
+
+def make_inputs(
+    n_docs: int, n_entities: int, n_queries: int, dim: int = 128, seed: int = 0
+) -> dict[str, object]:
+    """Topic-clustered document vectors (about 5 documents per topic), ~6 entity mentions per
+    document (70 % from the topic's pool, 30 % Zipf-popular), queries near random documents
+    that mention 1–3 of that document's entities."""
+    rng = np.random.default_rng(seed)
+    n_topics = max(1, n_docs // 5)
+    topics = rng.normal(size=(n_topics, dim))
+    topic = rng.integers(0, n_topics, n_docs)
+    docs = topics[topic] + rng.normal(size=(n_docs, dim))
+    rows = np.repeat(np.arange(n_docs), rng.poisson(5, n_docs) + 1)
+    local = (topic[rows] * 37 + rng.integers(0, 40, rows.size)) % n_entities
+    popular = rng.zipf(1.6, rows.size) % n_entities
+    cols = np.where(rng.random(rows.size) < 0.7, local, popular)
+    doc_entity = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n_docs, n_entities))
+    doc_entity.data[:] = 1.0
+    src = rng.integers(0, n_docs, n_queries)
+    queries = docs[src] + 0.7 * rng.normal(size=(n_queries, dim))
+    qr, qc = [], []
+    for b, d in enumerate(src):
+        ents = doc_entity.indices[doc_entity.indptr[d] : doc_entity.indptr[d + 1]]
+        pick = rng.choice(ents, size=min(len(ents), int(rng.integers(1, 4))), replace=False)
+        qr += [b] * len(pick)
+        qc += pick.tolist()
+    query_entity = sp.csr_matrix(
+        (np.ones(len(qr)), (qr, qc)), shape=(n_queries, n_entities), dtype=np.float64
+    )
+    return {
+        "docs": docs,
+        "doc_entity": doc_entity,
+        "queries": queries,
+        "query_entity": query_entity,
+    }
+
+
+def time_doc_zoom(engine, queries, query_entity, batch: int, n_queries: int) -> float:
+    """Seconds per batch of ``batch`` queries (doc_zoom end to end, after one warm-up batch)."""
+    engine.doc_zoom(queries[:batch], query_entity[:batch])
+    engine.backend.sync()
+    n_batches = max(1, n_queries // batch)
+    start = time.perf_counter()
+    for i in range(n_batches):
+        lo = (i * batch) % max(1, len(queries) - batch + 1)
+        engine.doc_zoom(queries[lo : lo + batch], query_entity[lo : lo + batch])
+    engine.backend.sync()
+    return (time.perf_counter() - start) / n_batches
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=50_000)
+    ap.add_argument("--entities", type=int, default=20_000)
+    ap.add_argument("--queries", type=int, default=256)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--batches", default="1,16,64,256")
+    ap.add_argument("--timed-queries", type=int, default=32, help="min queries timed per size")
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    args.queries = max(args.queries, *batches)  # every timed batch is full
+    data = make_inputs(args.docs, args.entities, args.queries, args.dim)
+    q, qe = data["queries"], data["query_entity"]
+    print(
+        f"inputs: {args.docs} docs, {args.entities} entities, {args.queries} queries, dim {args.dim}"
+    )
+    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+
+    engines = {}
+    for device in ("cpu", "gpu"):
+        try:
+            engine = make_engine(device)
+        except RuntimeError as exc:
+            print(f"GPU side skipped: {exc}")
+            continue
+        start = time.perf_counter()
+        engine.fit(data["docs"], data["doc_entity"])
+        engine.backend.sync()
+        print(
+            f"{device}: build {time.perf_counter() - start:.1f} s; S: {engine.N} nodes, "
+            f"{engine.S.nnz} nonzeros ({engine.dd_nnz} doc–doc, {2 * data['doc_entity'].nnz} "
+            f"doc–entity both ways)"
+        )
+        engines[device] = engine
+
+    if "gpu" in engines:
+        cpu, gpu = engines["cpu"], engines["gpu"]
+        max_diff, agree = 0.0, []
+        for lo in range(0, len(q), 256):
+            sl = slice(lo, lo + 256)
+            rc, rg = cpu.walk(q[sl], qe[sl])[0], gpu.walk(q[sl], qe[sl])[0].get()
+            max_diff = max(max_diff, float(np.abs(rc - rg).max()))
+            ic, ig = cpu.doc_zoom(q[sl], qe[sl])[0], gpu.doc_zoom(q[sl], qe[sl])[0]
+            agree += [len(set(a) & set(b)) / a.size for a, b in zip(ic, ig, strict=True)]
+        print(f"max abs score difference (all nodes, all queries): {max_diff:.3e}")
+        print(f"top-10 agreement rate: {np.mean(agree):.4f} over {len(agree)} queries")
+
+    header = f"{'batch':>6} {'cpu s/batch':>12} {'cpu q/s':>9} {'gpu s/batch':>12} {'gpu q/s':>9}"
+    print(header + f" {'gpu/cpu q/s':>11}")
+    for batch in batches:
+        n_timed = max(batch, args.timed_queries)
+        row = {d: time_doc_zoom(e, q, qe, batch, n_timed) for d, e in engines.items()}
+        cpu_s = row["cpu"]
+        line = f"{batch:>6} {cpu_s:>12.4f} {batch / cpu_s:>9.1f}"
+        if "gpu" in row:
+            line += f" {row['gpu']:>12.4f} {batch / row['gpu']:>9.1f} {cpu_s / row['gpu']:>11.1f}"
+        else:
+            line += f" {'skipped':>12} {'-':>9} {'-':>11}"
+        print(line, flush=True)
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
