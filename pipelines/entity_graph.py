@@ -286,9 +286,11 @@ def _table(name: str, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def build_search_indexes(index_dir: str | Path, vector_index_min_rows: int = 10_000) -> list[str]:
-    """LanceDB full-text indexes (node text, entity names) and, on tables large enough for
-    an ANN index to beat a flat scan, vector indexes. Returns what was built."""
+def build_search_indexes(index_dir: str | Path, vector_index_min_rows: int = 1_000) -> list[str]:
+    """LanceDB full-text indexes (node text, entity names) and vector indexes (IVF + HNSW with
+    scalar quantisation, cosine) on the ``vector`` columns. A table under
+    ``vector_index_min_rows`` rows gets no ANN index: a flat scan is exact and as fast there, and
+    IVF needs that many rows to train its partitions. Returns what was built."""
     import lancedb
 
     db = lancedb.connect(str(index_dir))
@@ -302,7 +304,14 @@ def build_search_indexes(index_dir: str | Path, vector_index_min_rows: int = 10_
             warnings.simplefilter("ignore")
             table.create_fts_index(text_column, replace=True)
         built.append(f"{table_name}.{text_column}:fts")
-        if table.count_rows() >= vector_index_min_rows:
-            table.create_index(metric="cosine", vector_column_name="vector", replace=True)
-            built.append(f"{table_name}.vector:ivf_pq")
+        rows = table.count_rows()
+        if rows >= vector_index_min_rows:
+            table.create_index(
+                metric="cosine",
+                vector_column_name="vector",
+                index_type="IVF_HNSW_SQ",
+                num_partitions=max(1, int(rows**0.5) // 8),
+                replace=True,
+            )
+            built.append(f"{table_name}.vector:ivf_hnsw_sq")
     return built

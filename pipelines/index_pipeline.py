@@ -135,7 +135,9 @@ def parse_range(row: dict) -> dict:
     return out
 
 
-def assemble_group(batch: pa.Table, use_outline: bool) -> pa.Table:
+def assemble_group(
+    batch: pa.Table, use_outline: bool, model_config: dict | None = None
+) -> pa.Table:
     """All page ranges of one document → one row: document facts and its nodes as JSON."""
     rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
     first = rows[0]
@@ -164,7 +166,12 @@ def assemble_group(batch: pa.Table, use_outline: bool) -> pa.Table:
         try:
             meta = json.loads(first["meta"])
             blocks = [Block(**b) for r in rows for b in json.loads(r["blocks"])]
-            nodes, toc, facts = assemble_document(doc["doc_id"], meta, blocks, use_outline)
+            config = ModelConfig(**model_config) if model_config else None
+            if config is not None and not config.generative:
+                config = None  # the layout decision stands without a generative model
+            nodes, toc, facts = assemble_document(
+                doc["doc_id"], meta, blocks, use_outline, model_config=config
+            )
             doc.update(
                 title=nodes[0].title,
                 nodes=json.dumps([asdict(n) for n in nodes]),
@@ -331,7 +338,10 @@ def _run_ray(
             .map_groups(
                 assemble_group,
                 batch_format="pyarrow",
-                fn_kwargs={"use_outline": options.use_outline},
+                fn_kwargs={
+                    "use_outline": options.use_outline,
+                    "model_config": options.model_config.to_dict(),
+                },
             )
         )
         parts.append((parsed, 1))  # books: one document per enrich batch
