@@ -118,5 +118,7 @@ def passage_document_row(passage: Passage) -> dict:
         "n_sections": 0,
         "page_errors": "[]",
         "stage_timings": "{}",
+        "stage_memory": "{}",
+        "n_ranges": 0,
         "source": "passage",
     }

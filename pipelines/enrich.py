@@ -27,6 +27,7 @@ import pyarrow as pa
 from operators.entities import STRUCTURAL_TYPES, NodeExtraction, extract_document
 from operators.models import ModelConfig, load_backend
 from operators.resolution import Resolver, model_selector
+from pipelines.run_stats import peak_memory_mb
 
 _backends: dict[str, object] = {}
 MAX_IMAGES_PER_DOCUMENT = 200
@@ -58,6 +59,8 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
     """Document rows → the same rows with the enrich columns (see the module docstring)."""
     backend = backend_for(model_config)
     rows = batch.to_pylist()
+    usage = getattr(backend, "usage", {})
+    tokens_before = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
     started = time.perf_counter()
     node_lists = [json.loads(r["nodes"]) if r["status"] != "failed" else [] for r in rows]
     image_errors = [
@@ -79,6 +82,8 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
     name_vectors = backend.embed(names)
     extract_s = time.perf_counter() - t0
     node_offset = name_offset = 0
+    tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0) - tokens_before
+    memory_mb = peak_memory_mb()
     out = []
     for row, nodes, extraction, errors in zip(
         rows, node_lists, extractions, image_errors, strict=True
@@ -96,9 +101,12 @@ def enrich_batch(batch: pa.Table, model_config: dict) -> pa.Table:
             embed=round(embed_s * share, 4),
             entities=round(extract_s * share + time.perf_counter() - t1, 4),
         )
+        memory = json.loads(row.get("stage_memory") or "{}")
         out.append(
             dict(
                 row,
+                stage_memory=json.dumps(dict(memory, embed=memory_mb, entities=memory_mb)),
+                stage_tokens=json.dumps({"entities": round(tokens * share)}),
                 nodes=json.dumps(nodes),  # with the figure descriptions, when a VLM made them
                 node_vectors=np.ascontiguousarray(doc_vectors, np.float32).tobytes(),
                 stage_timings=json.dumps(timings),

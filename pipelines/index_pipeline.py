@@ -29,6 +29,7 @@ from operators.probe import InputFile, Problem, discover, identify, page_ranges,
 from operators.structure import assemble_document
 from pipelines import lance_store
 from pipelines.enrich import enrich_batch
+from pipelines.run_stats import DriverPhases, build_stats, peak_memory_mb, summary_line, write_stats
 from pipelines.schemas import (
     DOCUMENTS,
     EMBED_DIM,
@@ -67,18 +68,19 @@ class Summary:
     entities: int = 0
     seconds: float = 0.0
     failures: list[dict] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
 
     @property
     def pages_per_second(self) -> float:
         return self.pages / self.seconds if self.seconds > 0 else 0.0
 
+    def counts(self) -> dict:
+        names = ("ok", "failed", "skipped", "needs_ocr", "pages", "nodes", "entities")
+        return dict({n: getattr(self, n) for n in names}, seconds=round(self.seconds, 3))
+
     def line(self) -> str:
-        return (
-            f"documents ok={self.ok} failed={self.failed} skipped={self.skipped} "
-            f"needs_ocr={self.needs_ocr} | pages={self.pages} nodes={self.nodes} "
-            f"entities={self.entities} | "
-            f"{self.seconds:.1f}s, {self.pages_per_second:.1f} pages/s"
-        )
+        """The summary line, as read from the run's stats.json content."""
+        return summary_line(self.stats or {"summary": self.counts()})
 
 
 def _now() -> datetime:
@@ -108,6 +110,7 @@ def probe_and_split(row: dict, pages_per_task: int) -> list[dict]:
         base.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         base.update(failure_stage="open", traceback=_tail(exc))
     base["probe_s"] = time.perf_counter() - started
+    base["probe_mb"] = peak_memory_mb()
     if base["status"] == "failed":
         return [base]
     return [dict(base, start=a, stop=b) for a, b in page_ranges(base["n_pages"], pages_per_task)]
@@ -132,6 +135,7 @@ def parse_range(row: dict) -> dict:
     out["blocks"] = json.dumps(blocks)
     out["page_errors"] = json.dumps(errors)
     out["parse_s"] = time.perf_counter() - started
+    out["parse_mb"] = peak_memory_mb()
     return out
 
 
@@ -186,6 +190,9 @@ def assemble_group(
             doc.update(failure_stage="assemble", traceback=_tail(exc))
     timings["assemble"] = time.perf_counter() - started
     doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
+    memory = {"probe": first["probe_mb"], "parse": max(r["parse_mb"] for r in rows)}
+    doc["stage_memory"] = json.dumps(dict(memory, assemble=peak_memory_mb()))
+    doc["n_ranges"] = len(rows)
     doc["source"] = "pdf"
     return pa.Table.from_pylist([doc])
 
@@ -224,24 +231,11 @@ def run_index(
     options = options or IndexOptions()
     started = time.perf_counter()
     summary = Summary()
+    driver = DriverPhases()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    uris, problems = discover(inputs)
-    files = identify([u for u in uris if not is_passage_file(u)])
-    problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
-    files = [f for f in files if not f.error]
-    passages: dict[str, Passage] = {}
-    for corpus in (u for u in uris if is_passage_file(u)):
-        try:
-            found = read_passages(corpus)
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(corpus, "read", f"{type(exc).__name__}: {exc}"))
-            continue
-        problems += [Problem(p.uri, "read", p.error) for p in found if p.error]
-        for p in found:
-            if not p.error:
-                passages[p.doc_id] = p
-                files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
-
+    with driver.phase("identify") as phase:
+        uris, problems, files, passages = _identify(inputs)
+        phase.update(rows_in=len(uris), rows_out=len(files))
     existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri"]).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
     by_content: dict[str, InputFile] = {}
@@ -259,7 +253,7 @@ def run_index(
 
     doc_rows: list[dict] = []
     if todo:
-        doc_rows, summary.entities = _run_ray(todo, passages, out_dir, options, replaced)
+        doc_rows, summary.entities = _run_ray(todo, passages, out_dir, options, replaced, driver)
     elif replaced:
         _delete(out_dir, replaced)
         summary.entities = _refresh_entities(out_dir)
@@ -276,7 +270,30 @@ def run_index(
         summary.nodes += row["n_nodes"]
     summary.failures = failures
     summary.seconds = time.perf_counter() - started
+    summary.stats = build_stats(summary.counts(), doc_rows, driver)
+    write_stats(out_dir, summary.stats)
     return summary
+
+
+def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFile], dict]:
+    """Inputs → files with their doc_id (PDFs hashed; JSONL corpora read passage by passage)."""
+    uris, problems = discover(inputs)
+    files = identify([u for u in uris if not is_passage_file(u)])
+    problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
+    files = [f for f in files if not f.error]
+    passages: dict[str, Passage] = {}
+    for corpus in (u for u in uris if is_passage_file(u)):
+        try:
+            found = read_passages(corpus)
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(Problem(corpus, "read", f"{type(exc).__name__}: {exc}"))
+            continue
+        problems += [Problem(p.uri, "read", p.error) for p in found if p.error]
+        for p in found:
+            if not p.error:
+                passages[p.doc_id] = p
+                files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
+    return uris, problems, files, passages
 
 
 def _delete(out_dir: str | Path, doc_ids: list[str]) -> None:
@@ -313,6 +330,7 @@ def _run_ray(
     out_dir: str | Path,
     options: IndexOptions,
     replaced: list[str],
+    driver: DriverPhases,
 ) -> tuple[list[dict], int]:
     import ray
 
@@ -360,15 +378,20 @@ def _run_ray(
             )
         enriched.append(dataset)
     per_doc = enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
-    per_doc = per_doc.materialize()
+    with driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
+        per_doc = per_doc.materialize()
+        phase["rows_out"] = per_doc.count()
     _delete(out_dir, replaced)
     heavy = ["nodes", "node_vectors"] if options.enrich else ["nodes"]
     doc_rows = per_doc.drop_columns(heavy).take_all()
-    if any(row["n_nodes"] for row in doc_rows):
-        nodes = per_doc.map_batches(explode_nodes, batch_format="pyarrow")
-        mode = "append" if lance_store.exists(out_dir, NODES) else "create"
-        nodes.write_lance(lance_store.table_path(out_dir, NODES), mode=mode, schema=nodes_schema)
-    lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
+    n_nodes = sum(row["n_nodes"] for row in doc_rows)
+    with driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
+        if n_nodes:
+            nodes = per_doc.map_batches(explode_nodes, batch_format="pyarrow")
+            mode = "append" if lance_store.exists(out_dir, NODES) else "create"
+            path = lance_store.table_path(out_dir, NODES)
+            nodes.write_lance(path, mode=mode, schema=nodes_schema)
+        lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
     n_entities = _count(out_dir, ENTITIES)
     if options.enrich:
         from pipelines.entity_graph import (
@@ -377,15 +400,21 @@ def _run_ray(
             write_entity_tables,
         )
 
-        results, canonical, vectors = resolve_corpus(
-            out_dir,
-            doc_rows,
-            EMBED_DIM,
-            resolver_options=options.resolver_options,
-            model_config=options.model_config.to_dict(),
-        )
-        n_entities = write_entity_tables(out_dir, doc_rows, results, canonical, vectors)["entities"]
-        build_search_indexes(out_dir)
+        n_local = sum(len(json.loads(r["entities"])) for r in doc_rows if "entities" in r)
+        with driver.phase("resolve", rows_in=n_local) as phase:
+            results, canonical, vectors = resolve_corpus(
+                out_dir,
+                doc_rows,
+                EMBED_DIM,
+                resolver_options=options.resolver_options,
+                model_config=options.model_config.to_dict(),
+            )
+            phase["rows_out"] = len(canonical)
+        with driver.phase("write_entities", rows_in=len(canonical)) as phase:
+            written = write_entity_tables(out_dir, doc_rows, results, canonical, vectors)
+            n_entities = phase["rows_out"] = written["entities"]
+        with driver.phase("search_indexes") as phase:
+            phase["built"] = len(build_search_indexes(out_dir))
     return doc_rows, n_entities
 
 

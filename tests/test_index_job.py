@@ -16,6 +16,7 @@ import pytest
 from benchmarks.heading_gold import normalize_title
 from pipelines import lance_store
 from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.run_stats import summary_line
 from pipelines.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
 
 
@@ -89,6 +90,22 @@ def test_tables_images_lists_and_captions_are_leaves(indexed, sample_corpus):
         assert mine.filter(pl.col("text").str.contains("see Table 2")).height == 1
         headers = mine.filter(pl.col("text").str.contains(truth["title"], literal=True))
         assert headers.filter(pl.col("kind") != "root").height <= 1  # running header dropped
+
+
+def test_every_run_writes_stage_statistics(indexed):
+    out, summary = indexed
+    stats = json.loads((out / "stats.json").read_text())
+    assert summary_line(stats) == summary.line()
+    assert stats["summary"]["ok"] == 4 and len(stats["documents"]) == 4
+    stages = stats["stages"]
+    for name in ("probe", "parse", "assemble", "embed", "entities"):
+        assert stages[name]["documents"] == 4 and stages[name]["cpu_s"] > 0, name
+        assert stages[name]["peak_memory_mb"] > 50, name
+    for name in ("identify", "ray_pipeline", "write_nodes", "resolve", "write_entities"):
+        assert stages[name]["wall_s"] > 0, name
+    assert stages["write_nodes"]["rows_out"] == summary.nodes
+    assert stages["resolve"]["rows_in"] >= stages["resolve"]["rows_out"] > 0
+    assert all(d["timings"]["parse"] > 0 for d in stats["documents"])
 
 
 def test_tables_and_figures_are_entities_with_their_headers_contained_in(indexed, sample_corpus):

@@ -1,0 +1,99 @@
+"""Per-run statistics of the index job, written as ``stats.json`` beside the tables.
+
+Per stage: wall time (driver phases), CPU-seconds summed over documents (worker stages), rows in
+and out, the peak resident memory of the processes that ran it, and model tokens when a model
+was called. Per document: status, pages, nodes and its stage timings. The job's summary line is
+printed from this file's content (``summary_line``), so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+STATS_FILE = "stats.json"
+WORKER_STAGES = ("probe", "parse", "assemble", "embed", "entities")
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+class DriverPhases:
+    """Wall time, rows and memory of the phases the driver runs itself."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, dict] = {}
+
+    @contextmanager
+    def phase(self, name: str, **facts: int) -> Iterator[dict]:
+        started = time.perf_counter()
+        entry = self.stages.setdefault(name, {})
+        entry.update(facts)
+        try:
+            yield entry
+        finally:
+            entry["wall_s"] = round(entry.get("wall_s", 0) + time.perf_counter() - started, 3)
+            entry["peak_memory_mb"] = peak_memory_mb()
+
+
+def build_stats(summary: dict, doc_rows: list[dict], driver: DriverPhases) -> dict:
+    stages: dict[str, dict] = {}
+    for name in WORKER_STAGES:
+        seconds = [json.loads(r.get("stage_timings") or "{}").get(name) for r in doc_rows]
+        memory = [json.loads(r.get("stage_memory") or "{}").get(name) for r in doc_rows]
+        tokens = [json.loads(r.get("stage_tokens") or "{}").get(name) for r in doc_rows]
+        ran = [s for s in seconds if s is not None]
+        if not ran:
+            continue
+        stages[name] = {
+            "cpu_s": round(sum(ran), 3),
+            "documents": len(ran),
+            "peak_memory_mb": max((m for m in memory if m is not None), default=None),
+            "tokens": sum(t for t in tokens if t) or 0,
+        }
+    if "parse" in stages:
+        stages["parse"]["rows_in"] = sum(r.get("n_ranges", 1) for r in doc_rows)
+    for name, entry in driver.stages.items():
+        stages.setdefault(name, {}).update(entry)
+    documents = [
+        {
+            "doc_id": r["doc_id"],
+            "uri": r["uri"],
+            "status": r["status"],
+            "n_pages": r["n_pages"],
+            "n_nodes": r["n_nodes"],
+            "timings": json.loads(r.get("stage_timings") or "{}"),
+        }
+        for r in sorted(doc_rows, key=lambda r: r["uri"])
+    ]
+    return {
+        "finished_at": datetime.now(UTC).isoformat(),
+        "summary": summary,
+        "stages": stages,
+        "documents": documents,
+    }
+
+
+def write_stats(out_dir: str | Path, stats: dict) -> Path:
+    path = Path(out_dir) / STATS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(stats, indent=1))
+    tmp.replace(path)  # readers never see half a file
+    return path
+
+
+def summary_line(stats: dict) -> str:
+    s = stats["summary"]
+    rate = s["pages"] / s["seconds"] if s["seconds"] > 0 else 0.0
+    return (
+        f"documents ok={s['ok']} failed={s['failed']} skipped={s['skipped']} "
+        f"needs_ocr={s['needs_ocr']} | pages={s['pages']} nodes={s['nodes']} "
+        f"entities={s['entities']} | {s['seconds']:.1f}s, {rate:.1f} pages/s"
+    )
