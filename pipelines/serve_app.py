@@ -73,7 +73,8 @@ def _check_query(value: str) -> str:
     return value
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 1})
+# Serve's default of 5 ongoing requests per replica would cap every batch at 5.
+@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=4 * MAX_BATCH)
 class RetrievalEngine:
     """Holds the index and the Doc-Zoom graph once; concurrent requests share one step."""
 
@@ -127,7 +128,7 @@ class RetrievalEngine:
         }
 
 
-@serve.deployment
+@serve.deployment(max_ongoing_requests=1024)
 @serve.ingress(api)
 class Ingress:
     def __init__(self, engine: DeploymentHandle) -> None:
