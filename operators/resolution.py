@@ -16,10 +16,10 @@ Before the search, a name already in the store (case- and space-normalised) merg
 rule, and it keeps one canonical row per name.
 
 Scores. The offline reranker is cosine over the entity-name embeddings, optionally rescaled to
-``max(0, (cos − c0) / (1 − c0))`` (names below cosine c0 score 0 and never pass). I expected
-the rescaling to be needed, since unrelated names still score 0.3–0.6 with all-MiniLM; the
-calibration on labelled alias pairs (benchmarks/graph_stats.py --sweep) says otherwise: plain
-cosine (c0 = 0) with a floor of 0.5 gives the best F1, and every c0 > 0 lowers precision.
+``max(0, (cos − c0) / (1 − c0))`` (names below cosine c0 score 0 and never pass). Unrelated
+names still score 0.3–0.6 with all-MiniLM; without rescaling a large store's top-10 is flat and
+the rule answers "new" almost always. c0 and the floor are calibrated on labelled alias pairs
+(benchmarks/graph_stats.py --sweep): see the constants below.
 
 Incremental: ``Resolver.resolve`` compares a batch against what is already stored plus the
 earlier new entities of the same batch (exactly what one-by-one insertion would see), then
@@ -39,13 +39,14 @@ import numpy as np
 
 G = 0.6
 TOP_K = 10
-# Calibrated on MuSiQue's labelled alias pairs (benchmarks/graph_stats.py --sweep, 241 positive
-# pairs): c0 = 0 (plain cosine) with floor 0.5 gave the best F1 among c0 ∈ {0..0.5} × floor ∈
-# {0.5..0.7}: 0.898 (P 0.921, R 0.876) against 12,150 title/alias negatives, where c0 = 0.5 gave
-# 0.691; with near-miss negatives added ("X" vs "X (film)", mention pairs) 0.680 against 0.656.
+# Calibrated on MuSiQue's labelled alias pairs (benchmarks/graph_stats.py --sweep, 241 positive,
+# 12,444 negative pairs incl. near misses like "California" / "Santa Monica, California"):
+# c0 = 0.3, floor 0.6 (merge from cosine 0.72): F1 0.728, 7 of 15 cross-document positives.
+# Plain cosine (c0 = 0) scored 0.680 and, with a large store's flat top-10, almost never merges
+# across documents (1-2 of 15; synthetic alias recall 0.17); c0 = 0.5 / 0.5 scored 0.656.
 # In-sample: the pairs come from the same corpus.
-COSINE_C0 = 0.0  # cosine that maps to score 0
-FLOOR = 0.5  # score below which the best candidate is not the same entity
+COSINE_C0 = 0.3  # cosine that maps to score 0
+FLOOR = 0.6  # score below which the best candidate is not the same entity
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
 
 
