@@ -18,9 +18,10 @@ and every decision is the vector rule.
 
 Timed:
 
-* incremental: one ``Resolver(384)`` with the module defaults (g, top_k, c0, floor), fed the
-  entities in batches of ``--batch`` through ``Resolver.resolve`` — each batch against the
-  stored canonical entities plus the earlier new ones of the batch; exact search up to
+* incremental: one ``Resolver(384)`` with the module's g and top_k and ``--c0``/``--floor``
+  (default: the module constants COSINE_C0, FLOOR), fed the entities in batches of ``--batch``
+  through ``Resolver.resolve`` — each batch against the stored canonical entities plus the
+  earlier new ones of the batch; exact search up to
   ``exact_limit`` (4,096) stored entities, faiss HNSW (M=32, efSearch 64) beyond. Only the
   ``resolve`` calls are timed.
 * all-pairs: what a quadratic system does — the full n×n similarity matrix (computed in
@@ -134,8 +135,10 @@ def quality(data: Synthetic, entity_of: np.ndarray) -> Quality:
     )
 
 
-def run_incremental(data: Synthetic, batch: int) -> tuple[float, np.ndarray, dict]:
-    resolver = Resolver(dim=DIM)
+def run_incremental(
+    data: Synthetic, batch: int, c0: float = COSINE_C0, floor: float = FLOOR
+) -> tuple[float, np.ndarray, dict]:
+    resolver = Resolver(dim=DIM, c0=c0, floor=floor)
     n = len(data.names)
     types, descriptions = ["X"] * batch, [""] * batch
     positions = np.empty(n, np.int64)
@@ -162,7 +165,12 @@ def run_incremental(data: Synthetic, batch: int) -> tuple[float, np.ndarray, dic
 
 
 def all_pairs_block(
-    vectors: np.ndarray, start: int, end: int, entity_of: np.ndarray | None
+    vectors: np.ndarray,
+    start: int,
+    end: int,
+    entity_of: np.ndarray | None,
+    c0: float = COSINE_C0,
+    floor: float = FLOOR,
 ) -> float:
     """Rows ``start:end`` of the all-pairs method: full similarity rows, masked to earlier
     entities, top-k, rescale, gradient rule. Writes ``entity_of`` when given (rows in order)."""
@@ -180,8 +188,8 @@ def all_pairs_block(
     top_sims = np.take_along_axis(top_sims, order, axis=1)
     for r, i in enumerate(rows.tolist()):
         valid = min(i, k)  # entity i has i earlier ones
-        scores = rescale_cosine(top_sims[r, :valid], COSINE_C0).tolist()
-        choice = gradient_select(scores, G, FLOOR, TOP_K)
+        scores = rescale_cosine(top_sims[r, :valid], c0).tolist()
+        choice = gradient_select(scores, G, floor, TOP_K)
         if entity_of is not None:
             merge = choice.action in (MERGE, SELECT)
             entity_of[i] = entity_of[top[r, choice.selected[0]]] if merge else i
@@ -189,7 +197,11 @@ def all_pairs_block(
 
 
 def run_all_pairs(
-    data: Synthetic, full_max: int, sample_blocks: int
+    data: Synthetic,
+    full_max: int,
+    sample_blocks: int,
+    c0: float = COSINE_C0,
+    floor: float = FLOOR,
 ) -> tuple[float, bool, np.ndarray | None]:
     """(seconds, extrapolated, entity labels or None when extrapolated)."""
     n = len(data.vectors)
@@ -197,14 +209,15 @@ def run_all_pairs(
     if n <= full_max:
         entity_of = np.empty(n, np.int64)
         seconds = sum(
-            all_pairs_block(data.vectors, s, min(n, s + BLOCK), entity_of) for s in starts
+            all_pairs_block(data.vectors, s, min(n, s + BLOCK), entity_of, c0, floor)
+            for s in starts
         )
         return seconds, False, entity_of
     picks = np.linspace(0, len(starts) - 1, sample_blocks).round().astype(int)
     times = []
     for p in sorted(set(picks.tolist())):
         s = starts[p]
-        times.append(all_pairs_block(data.vectors, s, min(n, s + BLOCK), None))
+        times.append(all_pairs_block(data.vectors, s, min(n, s + BLOCK), None, c0, floor))
         log(f"  all-pairs block {p + 1}/{len(starts)}: {times[-1]:.2f}s")
     return float(np.mean(times)) * len(starts), True, None
 
@@ -221,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allpairs-full", type=int, default=10000, help="time all-pairs in full ≤")
     ap.add_argument("--allpairs-sample-blocks", type=int, default=4)
     ap.add_argument("--blas-threads", type=int, default=1, help="0: the library default")
+    ap.add_argument("--c0", type=float, default=COSINE_C0, help="default: the module constant")
+    ap.add_argument("--floor", type=float, default=FLOOR, help="default: the module constant")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -232,10 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         data = synthetic(n, args.seed)
         log(f"n={n}: {data.n_clusters} clusters; incremental ...")
-        inc_s, inc_labels, actions = run_incremental(data, args.batch)
+        inc_s, inc_labels, actions = run_incremental(data, args.batch, args.c0, args.floor)
         log(f"  incremental {inc_s:.1f}s {actions}; all-pairs ...")
         ap_s, extrapolated, ap_labels = run_all_pairs(
-            data, args.allpairs_full, args.allpairs_sample_blocks
+            data, args.allpairs_full, args.allpairs_sample_blocks, args.c0, args.floor
         )
         log(f"  all-pairs {ap_s:.1f}s{' (extrapolated)' if extrapolated else ''}")
         rows.append(
@@ -254,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"ER scaling: synthetic {DIM}-d names with planted aliases (seed {args.seed}); "
-        f"Resolver defaults g={G} top_k={TOP_K} c0={COSINE_C0} floor={FLOOR}, exact search ≤ "
+        f"Resolver g={G} top_k={TOP_K} c0={args.c0} floor={args.floor}, exact search ≤ "
         f"4096 then HNSW; batches of {args.batch}; BLAS threads "
         f"{args.blas_threads or 'default'}"
     )
