@@ -26,6 +26,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 BACKENDS = ("offline", "openai", "vllm")
+GENERATIVE_BACKENDS = ("openai", "vllm")
+
+
+def is_generative(backend: object) -> bool:
+    """Whether a loaded backend can generate (complete, describe images)."""
+    return getattr(backend, "name", "offline") in GENERATIVE_BACKENDS
 
 
 class ModelError(RuntimeError):
@@ -109,7 +115,7 @@ class ModelConfig:
 
     @property
     def generative(self) -> bool:
-        return self.backend in ("openai", "vllm")
+        return self.backend in GENERATIVE_BACKENDS
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.entities import STRUCTURAL_TYPES, NodeExtraction, extract_document
-from operators.models import ModelConfig, load_backend
+from operators.models import ModelConfig, is_generative, load_backend
 from operators.resolution import Resolver, model_selector
 from pipelines.run_stats import peak_memory_mb
 
@@ -131,8 +131,7 @@ def _document_graph(
         }
     # Tables, figures and formulas are one object each: they take part in no resolution.
     resolvable = [i for i, e in enumerate(local) if e.type not in STRUCTURAL_TYPES]
-    generative = getattr(backend, "name", "offline") in ("openai", "vllm")
-    selector = model_selector(backend) if generative else None
+    selector = model_selector(backend) if is_generative(backend) else None
     resolver = Resolver(dim=backend.dim, id_salt=doc_id, select=selector)
     found, decisions = resolver.resolve(
         [local[i].name for i in resolvable],
@@ -183,7 +182,7 @@ def _describe_images(row: dict, nodes: list[dict], backend) -> list[str]:
     """Figures (and the page images of scans, status ``needs_ocr``) described by the configured
     vision-language model into the node's ``summary``. Without one, nothing happens."""
     images = [n for n in nodes if n["kind"] == "image"][:MAX_IMAGES_PER_DOCUMENT]
-    if not images or getattr(backend, "name", "offline") not in ("openai", "vllm"):
+    if not images or not is_generative(backend):
         return []
     import pymupdf
 

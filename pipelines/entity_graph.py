@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.entities import STRUCTURAL_TYPES, structural_entity_id
+from operators.models import ModelConfig, load_backend
 from operators.resolution import Canonical, Resolver, model_selector
 from pipelines import lance_store
 from pipelines.schemas import (
@@ -62,10 +63,9 @@ class CorpusResolver:
     ) -> None:
         self.dim = dim
         select = None
-        if model_config and model_config.get("backend") in ("openai", "vllm"):
-            from operators.models import ModelConfig, load_backend
-
-            select = model_selector(load_backend(ModelConfig(**model_config)))
+        config = ModelConfig(**model_config) if model_config else None
+        if config is not None and config.generative:
+            select = model_selector(load_backend(config))
         self.resolver = Resolver(dim=dim, select=select, **(resolver_options or {}))
         stored = lance_store.read_table(index_dir, ENTITIES).to_pylist()
         corpus = [r for r in stored if not r["doc_id"]]

@@ -70,10 +70,6 @@ class Summary:
     failures: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
 
-    @property
-    def pages_per_second(self) -> float:
-        return self.pages / self.seconds if self.seconds > 0 else 0.0
-
     def counts(self) -> dict:
         names = ("ok", "failed", "skipped", "needs_ocr", "pages", "nodes", "entities")
         return dict({n: getattr(self, n) for n in names}, seconds=round(self.seconds, 3))
