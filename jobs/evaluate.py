@@ -1,7 +1,15 @@
-"""Evaluate retrieval on a passage QA set (the canonical formats of ../shared/data/README.md).
+"""Evaluate retrieval on a passage QA set or a PDF QA set (the canonical formats of
+../shared/data/README.md).
 
     python -m jobs.evaluate --corpus corpus.jsonl --questions questions.jsonl \\
         --method zoom,bm25,dense --out DIR [--index DIR] [--limit N] [--batch 64]
+    python -m jobs.evaluate --docs DIR --questions questions.jsonl \\
+        --method bookrag,deepread,zoom,ladrag --out DIR [--index DIR] [--k 5]
+
+PDF QA (``--docs``): indexes the PDFs (or reuses the index), asks every question of its own
+document with each method of the query API, and scores each method beside dense top-k with the
+same number of evidence units: page recall, perfect recall, irrelevant-page ratio, span recall
+(when ``evidence_texts`` are given), EM/F1 (when an answer is produced), units returned.
 
 Indexes the corpus through the index job (or reuses the index: only new passages are
 processed), runs every question through each method in batches, and writes per method
@@ -88,9 +96,17 @@ def markdown(metrics: dict[str, dict], corpus: str, questions: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.evaluate", description=__doc__)
-    parser.add_argument("--corpus", required=True, help="passage corpus (JSONL)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", help="passage corpus (JSONL)")
+    source.add_argument("--docs", help="PDF QA: directory of the questions' PDFs")
     parser.add_argument("--questions", required=True, help="questions (JSONL)")
-    parser.add_argument("--method", default="zoom,bm25,dense", help="zoom, bm25, dense, or a list")
+    parser.add_argument(
+        "--method",
+        default=None,
+        help="passages: zoom, bm25, dense (default all); PDFs: bookrag, deepread, zoom, "
+        "ladrag, auto (default the first four); comma-separated",
+    )
+    parser.add_argument("--k", type=int, default=5, help="PDF QA: evidence units asked for")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--index", default=None, help="index directory (default: OUT/index)")
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
@@ -101,10 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.docs:
+        return main_pdf(args)
     from pipelines.index_pipeline import run_index
     from pipelines.retrieval import METHODS, Retrieval
 
-    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    methods = [m.strip() for m in (args.method or "zoom,bm25,dense").split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         print(f"unknown method(s) {unknown}; choose from {METHODS}", file=sys.stderr)
@@ -125,6 +143,52 @@ def main(argv: list[str] | None = None) -> int:
         metrics[method] = summarise(rows)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     report = markdown(metrics, args.corpus, args.questions)
+    (out / "summary.md").write_text(report)
+    print(report)
+    return 0
+
+
+def main_pdf(args: argparse.Namespace) -> int:
+    from pipelines.index_pipeline import run_index
+    from pipelines.pdf_qa_eval import (
+        evaluate_pdf_method,
+        pdf_markdown,
+        read_pdf_questions,
+        summarise_pdf,
+    )
+    from pipelines.query_engine import METHODS, QueryEngine
+
+    methods = [
+        m.strip() for m in (args.method or "bookrag,deepread,zoom,ladrag").split(",") if m.strip()
+    ]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        print(f"unknown method(s) {unknown}; choose from {METHODS}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    index = Path(args.index) if args.index else out / "index"
+    questions = read_pdf_questions(args.questions, args.limit)
+    wanted = sorted({q["doc"] for q in questions})
+    missing = [d for d in wanted if not (Path(args.docs) / d).is_file()]
+    if missing:
+        print(
+            f"{len(missing)} question document(s) not in {args.docs}: {missing[:5]}",
+            file=sys.stderr,
+        )
+        return 2
+    summary = run_index([str(Path(args.docs) / d) for d in wanted], index)
+    print(summary.line())
+    engine = QueryEngine.open(index, device=args.device)
+    metrics = {}
+    for method in methods:
+        rows = evaluate_pdf_method(engine, questions, method, args.k)
+        with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+        metrics[method] = summarise_pdf(rows)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    report = pdf_markdown(metrics, args.questions)
     (out / "summary.md").write_text(report)
     print(report)
     return 0
