@@ -276,6 +276,8 @@ def _run_global(index: QueryIndex, query: str, scope: np.ndarray, trace: Trace) 
     started = time.perf_counter()
     topic = spec.get("topic", "")
     checked = [p for p in selected.tolist() if ops.passes_check(index, p, check or "", topic)]
+    if check == "image":
+        checked = ops.figure_units(index, checked)
     trace.step("Map", len(selected), len(checked), started, check=check, topic=topic)
     started = time.perf_counter()
     operation = spec["operation"]

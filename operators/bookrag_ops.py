@@ -5,8 +5,9 @@ Selectors: ``filter_modal``, ``filter_range``, ``select_by_entity``, ``select_by
 Reasoners: ``graph_reasoning`` (personalised PageRank on the selected entity subgraph, mapped to
 tree nodes through the mention matrix, S_G = I_G × M, on the batched walk engine),
 ``text_reasoning`` (rerank), ``skyline_ranker`` (Pareto front over S_G and S_T).
-Synthesizers: ``map_evidence`` and ``reduce_answer``: with a generative backend they call it with
-a JSON schema; offline they are extractive (the best sentences, with their coordinates).
+Synthesizers: Map is ``best_sentence`` per sub-question or ``passes_check`` per filtered node;
+``reduce_answer`` calls a generative backend with a JSON schema, offline it is extractive (the
+best sentence of the best evidence).
 
 Node sets are numpy arrays of node positions in the index.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 PPR_DAMPING = 0.5  # BookRAG's official code
 MAX_QUERY_ENTITIES = 5
+MIN_FIGURE_SIDE = 40.0  # points: smaller images are icons and bullets, not figures
 MODAL_KINDS = {"table": ("table",), "image": ("image",), "formula": ("formula",)}
 _WORD = re.compile(r"\w+")
 
@@ -329,21 +331,6 @@ def _pareto_front(points: np.ndarray) -> np.ndarray:
 
 
 # ---- Synthesizers -------------------------------------------------------------------------------
-def map_evidence(
-    index: QueryIndex, query: str, positions: np.ndarray, check: str | None = None
-) -> list[dict]:
-    """One partial result per node: the best sentence for the query (offline), or the model's
-    note on it; with ``check``, whether the node really is what the filter asked for."""
-    results = []
-    for p in np.asarray(positions, np.int64).tolist():
-        text = index.node_text(p)
-        results.append({"position": p, "note": best_sentence(index, query, [text])})
-    if check:
-        for result in results:
-            result["passes"] = passes_check(index, result["position"], check)
-    return results
-
-
 def passes_check(index: QueryIndex, position: int, check: str, topic: str = "") -> bool:
     """Whether a filtered node is a real instance of what is counted: a table with content, a
     figure larger than an icon, a heading with a title, and (with a topic) one whose text or
@@ -353,7 +340,7 @@ def passes_check(index: QueryIndex, position: int, check: str, topic: str = "") 
     if check == "table":
         ok = kind == "table" and len(_WORD.findall(index.text[position])) >= 4
     elif check == "image":
-        ok = kind == "image" and (x1 - x0) >= 40 and (y1 - y0) >= 40
+        ok = kind == "image" and (x1 - x0) >= MIN_FIGURE_SIDE and (y1 - y0) >= MIN_FIGURE_SIDE
     elif check == "section":
         ok = kind == "section" and bool(index.title[position].strip())
     else:
@@ -361,6 +348,23 @@ def passes_check(index: QueryIndex, position: int, check: str, topic: str = "") 
     if ok and topic:
         ok = topic_match(index, position, topic)
     return bool(ok)
+
+
+def figure_units(index: QueryIndex, images: list[int]) -> list[int]:
+    """Images → figures: the uncaptioned panels on the page and in the section of a captioned
+    image are parts of that figure (a chart made of ten small plots is one figure); other
+    uncaptioned images count on their own only when they are larger than an icon."""
+    captioned = {
+        (int(index.doc[p]), int(index.page_start[p]), int(index.parent[p]))
+        for p in images
+        if index.title[p].strip()
+    }
+    out = []
+    for p in images:
+        key = (int(index.doc[p]), int(index.page_start[p]), int(index.parent[p]))
+        if index.title[p].strip() or key not in captioned:
+            out.append(p)
+    return out
 
 
 def topic_match(index: QueryIndex, position: int, topic: str) -> bool:
