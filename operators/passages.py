@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from operators.layout_graph import graph_columns
 from operators.tree import ROOT, Node, count_tokens, toc_skeleton
 
 PASSAGE_SUFFIXES = (".jsonl",)
@@ -99,6 +100,7 @@ def passage_nodes(passage: Passage) -> tuple[list[Node], list[dict]]:
 def passage_document_row(passage: Passage) -> dict:
     """The per-document row the index pipeline carries (same keys as a parsed PDF's)."""
     nodes, toc = passage_nodes(passage)
+    node_dicts = [asdict(n) for n in nodes]
     return {
         "doc_id": passage.doc_id,
         "uri": passage.uri,
@@ -111,7 +113,7 @@ def passage_document_row(passage: Passage) -> dict:
         "traceback": "",
         "title": passage.title,
         "n_nodes": len(nodes),
-        "nodes": json.dumps([asdict(n) for n in nodes]),
+        "nodes": json.dumps(node_dicts),
         "toc": json.dumps(toc),
         "page_labels": "[]",
         "outline_used": False,
@@ -121,4 +123,5 @@ def passage_document_row(passage: Passage) -> dict:
         "stage_memory": "{}",
         "n_ranges": 0,
         "source": "passage",
+        **graph_columns(node_dicts, passage.doc_id),  # edges: the one part_of
     }

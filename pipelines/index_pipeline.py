@@ -22,23 +22,22 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from operators.layout_graph import graph_columns
 from operators.models import ModelConfig
 from operators.parse import Block, parse_pages
 from operators.passages import Passage, is_passage_file, passage_document_row, read_passages
 from operators.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
 from operators.structure import assemble_document
-from pipelines import lance_store
+from pipelines import lance_store, recovery
 from pipelines.enrich import enrich_batch
+from pipelines.layout_graph_store import append_graph, backfill_layout_graph
 from pipelines.run_stats import DriverPhases, build_stats, peak_memory_mb, summary_line, write_stats
 from pipelines.schemas import (
     DOCUMENTS,
     EMBED_DIM,
     ENTITIES,
-    ER_DECISIONS,
     FAILURES,
-    MENTIONS,
     NODES,
-    RELATIONS,
     nodes_schema,
 )
 
@@ -55,6 +54,14 @@ class IndexOptions:
     model_config: ModelConfig = field(default_factory=ModelConfig)
     resolver_options: dict = field(default_factory=dict)  # g, floor, top_k, c0
     enrich_workers: int | None = None  # None: as many as Ray has CPUs
+    # GPUs per task of the stages that run a model in-process (the section filter's model in
+    # assemble, enrich): None = 1 with the in-process vLLM backend, else 0 (CPU only).
+    model_gpus: float | None = None
+
+    def stage_gpus(self) -> float:
+        if self.model_gpus is not None:
+            return self.model_gpus
+        return 1.0 if self.model_config.backend == "vllm" else 0.0
 
 
 @dataclass
@@ -160,8 +167,11 @@ def assemble_group(
         "outline_used": False,
         "n_sections": 0,
         "page_errors": json.dumps([e for r in rows for e in json.loads(r["page_errors"])]),
+        "edges": "[]",  # the layout graph (operators.layout_graph), JSON edge rows
+        "communities": "{}",  # JSON node_id → community
     }
     timings = {"probe": first["probe_s"], "parse": sum(r["parse_s"] for r in rows)}
+    node_dicts: list[dict] = []
     if doc["status"] != "failed":
         try:
             meta = json.loads(first["meta"])
@@ -172,9 +182,10 @@ def assemble_group(
             nodes, toc, facts = assemble_document(
                 doc["doc_id"], meta, blocks, use_outline, model_config=config
             )
+            node_dicts = [asdict(n) for n in nodes]
             doc.update(
                 title=nodes[0].title,
-                nodes=json.dumps([asdict(n) for n in nodes]),
+                nodes=json.dumps(node_dicts),
                 toc=json.dumps(toc),
                 page_labels=json.dumps(meta["page_labels"]),
                 outline_used=facts["outline_used"],
@@ -185,9 +196,19 @@ def assemble_group(
             doc.update(status="failed", error=f"{type(exc).__name__}: {exc}")
             doc.update(failure_stage="assemble", traceback=_tail(exc))
     timings["assemble"] = time.perf_counter() - started
-    doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
     memory = {"probe": first["probe_mb"], "parse": max(r["parse_mb"] for r in rows)}
-    doc["stage_memory"] = json.dumps(dict(memory, assemble=peak_memory_mb()))
+    memory["assemble"] = peak_memory_mb()
+    if doc["status"] != "failed":
+        started = time.perf_counter()
+        try:
+            doc.update(graph_columns(node_dicts, doc["doc_id"]))
+        except Exception as exc:  # the document is failed whole: no nodes without their graph
+            doc.update(status="failed", error=f"{type(exc).__name__}: {exc}", nodes="[]")
+            doc.update(failure_stage="layout_graph", traceback=_tail(exc), n_nodes=0)
+        timings["layout_graph"] = time.perf_counter() - started
+        memory["layout_graph"] = peak_memory_mb()
+    doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
+    doc["stage_memory"] = json.dumps(memory)
     doc["n_ranges"] = len(rows)
     doc["source"] = "pdf"
     return pa.Table.from_pylist([doc])
@@ -229,6 +250,9 @@ def run_index(
     summary = Summary()
     driver = DriverPhases()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
+        recovered = recovery.recover(out_dir)
+        phase.update(orphans=recovered.orphans, restored=recovered.restored)
     with driver.phase("identify") as phase:
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))
@@ -253,18 +277,22 @@ def run_index(
     elif replaced:
         _delete(out_dir, replaced)
         summary.entities = _refresh_entities(out_dir)
+        recovery.mark_committed(out_dir)
     else:
         summary.entities = _count(out_dir, ENTITIES)
     failures = _failure_rows(problems, doc_rows)
     # Discovery problems are keyed by their input: a re-run replaces them, never repeats them.
+    # (The documents' own failure rows were written with them, before their commit.)
     lance_store.delete_where(out_dir, FAILURES, "uri", [p.uri for p in problems])
-    lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(failures))
+    lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(_failure_rows(problems, [])))
     for row in doc_rows:
         setattr(summary, row["status"], getattr(summary, row["status"]) + 1)
         if row["status"] != "failed":
             summary.pages += row["n_pages"]
         summary.nodes += row["n_nodes"]
     summary.failures = failures
+    with driver.phase("layout_graph_backfill") as phase:  # indexes built before the graph
+        phase["documents"] = backfill_layout_graph(out_dir)
     summary.seconds = time.perf_counter() - started
     summary.stats = build_stats(summary.counts(), doc_rows, driver)
     write_stats(out_dir, summary.stats)
@@ -293,7 +321,8 @@ def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFi
 
 
 def _delete(out_dir: str | Path, doc_ids: list[str]) -> None:
-    for table in (NODES, DOCUMENTS, FAILURES, MENTIONS, RELATIONS, ER_DECISIONS):
+    """``documents`` first: a kill part-way leaves orphans, which ``recovery.recover`` removes."""
+    for table in (DOCUMENTS, *recovery.PER_DOCUMENT_TABLES):
         lance_store.delete_documents(out_dir, table, doc_ids)
 
 
@@ -307,17 +336,7 @@ def _count(out_dir: str | Path, table: str) -> int:
 
 def _refresh_entities(out_dir: str | Path) -> int:
     """After documents were dropped: entity mention counts again, unmentioned ones removed."""
-    if not lance_store.exists(out_dir, ENTITIES):
-        return 0
-    import numpy as np
-
-    from pipelines.entity_graph import rewrite_entities
-
-    stored = lance_store.read_table(out_dir, ENTITIES).to_pylist()
-    corpus = [r for r in stored if not r["doc_id"]]
-    keys = ("entity_id", "name", "type", "description", "aliases")
-    vectors = np.asarray([r["vector"] for r in corpus], np.float32).reshape(len(corpus), -1)
-    return rewrite_entities(out_dir, [{k: r[k] for k in keys} for r in corpus], vectors)["entities"]
+    return recovery.refresh_entities(out_dir)
 
 
 def _run_ray(
@@ -338,6 +357,9 @@ def _run_ray(
     # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
     DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     workers = options.parse_workers or max(1, int(ray.available_resources().get("CPU", 1)))
+    # Model stages land on GPU workers only when a GPU model is configured (cluster.yaml).
+    gpu_args = {"num_gpus": options.stage_gpus()} if options.stage_gpus() > 0 else {}
+    assemble_gpu_args = gpu_args if options.model_config.generative else {}
     pdfs = [
         {"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo if f.doc_id not in passages
     ]
@@ -356,6 +378,7 @@ def _run_ray(
                     "use_outline": options.use_outline,
                     "model_config": options.model_config.to_dict(),
                 },
+                **assemble_gpu_args,
             )
         )
         parts.append((parsed, 1))  # books: one document per enrich batch
@@ -371,6 +394,7 @@ def _run_ray(
                 batch_format="pyarrow",
                 fn_kwargs={"model_config": options.model_config.to_dict()},
                 concurrency=options.enrich_workers or workers,
+                **gpu_args,
             )
         enriched.append(dataset)
     per_doc = enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
@@ -378,7 +402,7 @@ def _run_ray(
         per_doc = per_doc.materialize()
         phase["rows_out"] = per_doc.count()
     _delete(out_dir, replaced)
-    heavy = ["nodes", "node_vectors"] if options.enrich else ["nodes"]
+    heavy = ["nodes", "edges", "communities"] + (["node_vectors"] if options.enrich else [])
     doc_rows = per_doc.drop_columns(heavy).take_all()
     n_nodes = sum(row["n_nodes"] for row in doc_rows)
     with driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
@@ -387,7 +411,10 @@ def _run_ray(
             mode = "append" if lance_store.exists(out_dir, NODES) else "create"
             path = lance_store.table_path(out_dir, NODES)
             nodes.write_lance(path, mode=mode, schema=nodes_schema)
-        lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
+    with driver.phase("write_layout_graph", rows_in=len(doc_rows)) as phase:
+        graph = per_doc.select_columns(["doc_id", "edges", "communities"])
+        batches = graph.iter_batches(batch_format="pyarrow", batch_size=64)
+        phase["edges"], phase["communities"] = append_graph(out_dir, batches)
     n_entities = _count(out_dir, ENTITIES)
     if options.enrich:
         from pipelines.entity_graph import (
@@ -411,7 +438,16 @@ def _run_ray(
             n_entities = phase["rows_out"] = written["entities"]
         with driver.phase("search_indexes") as phase:
             phase["built"] = len(build_search_indexes(out_dir))
+    # Every other table is written above; the documents rows go last (recovery.py).
+    _commit(out_dir, doc_rows)
     return doc_rows, n_entities
+
+
+def _commit(out_dir: str | Path, doc_rows: list[dict]) -> None:
+    """The documents' failure rows, then their ``documents`` rows: the commit marker."""
+    lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(_failure_rows([], doc_rows)))
+    lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
+    recovery.mark_committed(out_dir)
 
 
 def _document_rows(doc_rows: list[dict]) -> list[dict]:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 STATS_FILE = "stats.json"
-WORKER_STAGES = ("probe", "parse", "assemble", "embed", "entities")
+WORKER_STAGES = ("probe", "parse", "assemble", "layout_graph", "embed", "entities")
 
 
 def peak_memory_mb() -> float:

@@ -6,6 +6,7 @@ import pyarrow as pa
 
 DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
 ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations", "er_decisions"
+EDGES, COMMUNITIES = "edges", "communities"  # the LAD-RAG document graph (operators/layout_graph)
 EMBED_DIM = 384  # all-MiniLM-L6-v2, the offline default; see vector_schemas for others
 
 DOCUMENT_STATUSES = ("ok", "failed", "skipped", "needs_ocr")
@@ -117,6 +118,24 @@ er_decisions_schema = pa.schema(
     ]
 )
 
+edges_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("src_node", pa.string()),
+        ("dst_node", pa.string()),
+        ("type", pa.string()),  # part_of / next / caption_of / references / continues
+        ("weight", pa.float32()),
+    ]
+)
+
+communities_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("community", pa.int32()),  # Louvain community within the document, 0 = the root's
+    ]
+)
+
 SCHEMAS = {
     DOCUMENTS: documents_schema,
     NODES: nodes_schema,
@@ -125,4 +144,6 @@ SCHEMAS = {
     MENTIONS: mentions_schema,
     RELATIONS: relations_schema,
     ER_DECISIONS: er_decisions_schema,
+    EDGES: edges_schema,
+    COMMUNITIES: communities_schema,
 }
