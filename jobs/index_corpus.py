@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--models", choices=BACKENDS, default=None, help="model backend")
     parser.add_argument("--model-config", default=None, help="JSON file of ModelConfig fields")
+    parser.add_argument(
+        "--model-gpus",
+        type=float,
+        default=None,
+        help="GPUs per model task (default: 1 with --models vllm, else 0)",
+    )
     return parser
 
 
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_workers=args.workers,
         enrich=not args.no_enrich,
         model_config=model_config,
+        model_gpus=args.model_gpus,
     )
     summary = run_index(args.inputs, args.out, options)
     for failure in summary.failures:

@@ -3,7 +3,7 @@
     python -m jobs.serve --index DIR [--host 127.0.0.1] [--port 8000] [--device auto]
 
 The same application runs from a config file: ``serve run serve_config.yaml``.
-Endpoints: POST /retrieve, GET /health, OpenAPI at /docs.
+Endpoints: POST /retrieve, GET /health, POST /admin/reload, OpenAPI at /docs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument(
+        "--reload-interval-s",
+        type=float,
+        default=0,
+        help="check the index for new documents this often (0: only on POST /admin/reload)",
+    )
     return parser
 
 
@@ -35,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ray.init(include_dashboard=False)
     serve.start(http_options={"host": args.host, "port": args.port})
-    serve.run(build_app({"index": str(Path(args.index).resolve()), "device": args.device}))
+    app_args = {
+        "index": str(Path(args.index).resolve()),
+        "device": args.device,
+        "reload_interval_s": args.reload_interval_s,
+    }
+    serve.run(build_app(app_args))
     print(f"serving {args.index} at http://{args.host}:{args.port} (OpenAPI: /docs)", flush=True)
     try:
         while True:
