@@ -110,3 +110,31 @@ def test_concurrent_requests_share_one_step(server):
         sizes = list(pool.map(ask, range(32)))
     assert max(sizes) > 1
     assert client.get("/health").json()["max_batch"] > 1
+
+
+def test_query_answers_with_evidence_and_rejects_bad_requests(server):
+    client, questions = server
+    nolan = next(q for q in questions if q["question"] == QUESTION)
+    gold = {str(g) for g in nolan["gold_ids"]}
+    for method in ("auto", "bookrag", "deepread", "ladrag", "zoom"):
+        reply = client.post("/query", json={"question": QUESTION, "method": method, "k": 5})
+        assert reply.status_code == 200, reply.text
+        result = reply.json()
+        assert result["error"] is None and result["plan"] and result["timings"]["total_s"] > 0
+        assert gold & {e["doc"] for e in result["evidence"]}, method
+        assert all(
+            {"page", "sec_id", "para_idx", "text", "score"} <= set(e) for e in result["evidence"]
+        )
+    one = sorted(gold)[0]
+    inside = client.post("/query", json={"question": QUESTION, "doc": one, "method": "deepread"})
+    assert {e["doc"] for e in inside.json()["evidence"]} == {one}
+    missing = client.post("/query", json={"question": QUESTION, "doc": "no-such-doc"})
+    assert missing.status_code == 404 and "no document" in missing.json()["error"]
+    for body, needle in [
+        ({"question": "  "}, "empty"),
+        ({"question": "q", "method": "magic"}, "bookrag"),
+        ({"question": "q", "k": 0}, "greater than"),
+        ({"question": "q", "code": "1"}, "extra"),
+    ]:
+        reply = client.post("/query", json=body)
+        assert reply.status_code == 422 and needle in reply.text.lower(), (body, reply.text)
