@@ -6,6 +6,12 @@
     Pmulti  = Decompose → Ps per sub-question → Map → Reduce                           (11)
     Pglobal = (Filter_Modal | Filter_Range)* → Map (check each node) → Reduce          (12)
 
+The default ``structured`` plan keeps these operators but turns the selections into scents
+(Select_by_Entity's subtrees, the section heading's similarity and a named modality raise a
+node's relevance instead of cutting everything else) and ends with a Page_Ranker (k nodes on k
+different pages) instead of Skyline: on MMLongBench the hard cuts and the graph criterion lost
+page recall offline (README, PDF QA evaluation). ``plan="paper"`` runs eq. 9–10 as written.
+
 With a generative backend the classifier, the filter planner and Map/Reduce call it with JSON
 schemas (falling back to the rules when an answer is unusable); offline the rules of
 ``operators.query_rules`` plan and Reduce answers extractively.
@@ -27,9 +33,10 @@ from operators.query_rules import (
     MULTI,
     OPERATIONS,
     QUERY_CLASSES,
-    SINGLE,
     classify,
     global_spec,
+    modalities,
+    retrieval_text,
 )
 
 if TYPE_CHECKING:
@@ -136,48 +143,127 @@ def plan_global(index: QueryIndex, query: str) -> dict:
     return spec
 
 
+PLANS = ("structured", "paper")
+
+
 def run(
     index: QueryIndex,
     query: str,
     scope: np.ndarray,
     engine: Any,
     query_class: str | None = None,
-    max_keep: int = 10,
+    k: int = 5,
+    plan: str = "structured",
 ) -> AgentResult:
-    """Answer one question inside ``scope`` (node positions: a document or the corpus)."""
+    """Answer one question inside ``scope`` (node positions: a document or the corpus).
+
+    ``plan="paper"`` runs eq. 9–10 as written: hard Select_by_Entity / Select_by_Section, then
+    Graph_Reasoning ‖ Text_Reasoning → Skyline_Ranker (at most max(k, 10) nodes).
+    ``plan="structured"`` (the default; it measured better, see README) keeps the same
+    operators but uses the selections as scents instead of cuts: Extract → Select_by_Entity
+    (the entity subtrees) → Select_by_Section (section scent) → Filter_Modal (as a preference)
+    → Text_Reasoning (``structured_relevance``) → Page_Ranker (k nodes on k pages)."""
+    if plan not in PLANS:
+        raise ValueError(f"unknown plan {plan!r}; choose one of {PLANS}")
     trace = Trace()
     started = time.perf_counter()
     category = query_class or classify_query(index, query)
     trace.step("Classify", 1, 1, started, query_class=category)
     if category == GLOBAL:
         result = _run_global(index, query, scope, trace)
-    elif category == MULTI:
-        result = _run_multi(index, query, scope, engine, trace, max_keep)
     else:
-        evidence, scores = _run_single(index, [query], scope, engine, trace, max_keep)[0]
+        questions = [query]
+        if category == MULTI:
+            started = time.perf_counter()
+            parts = ops.decompose(index, query)
+            trace.step("Decompose", 1, len(parts), started, sub_questions=parts)
+            questions += [p for p in parts if p != query]
+        if plan == "paper":
+            found = _paper_single(index, questions, scope, engine, trace, max(k, 10))
+        else:
+            found = _structured_single(index, questions, scope, trace, k)
+        evidence, scores = found
+        partials = None
+        if len(questions) > 1:
+            started = time.perf_counter()
+            partials = [
+                ops.best_sentence(index, q, [index.node_text(p) for p in evidence[:3]])
+                for q in questions[1:]
+            ]
+            trace.step("Map", len(questions) - 1, len(partials), started)
         started = time.perf_counter()
-        answer, how = ops.reduce_answer(index, query, evidence)
+        answer, how = ops.reduce_answer(index, query, evidence, partials)
         trace.step("Reduce", len(evidence), 1, started)
-        result = AgentResult(SINGLE, [], evidence, scores, answer, how)
+        result = AgentResult(category, [], evidence, scores, answer, how)
     result.query_class = category
     result.trace = trace.steps
     result.plan = [s["op"] for s in trace.steps]
     return result
 
 
-def _run_single(
+def _structured_single(
+    index: QueryIndex, questions: list[str], scope: np.ndarray, trace: Trace, k: int
+) -> tuple[list[int], list[float]]:
+    """Ps with scents: each (sub-)question scores every leaf of the scope; a multi-hop
+    question's node score is the mean of the whole question's and its best sub-question's."""
+    texts = [retrieval_text(q) for q in questions]
+    vectors = index.embed(texts)
+    leaves = scope[~np.isin(index.kind[scope], ("root", "section"))]
+    if leaves.size == 0:
+        return [], []
+    per_question = []
+    forced: list[int] = []
+    for text, vector in zip(texts, vectors, strict=True):
+        started = time.perf_counter()
+        entities = ops.extract(index, text, scope)
+        trace.step(
+            "Extract",
+            1,
+            len(entities),
+            started,
+            entities=[index.entity_names[e][0] for e in entities],
+        )
+        region = None
+        if entities:
+            started = time.perf_counter()
+            region, targets = ops.select_by_entity(index, scope, entities, SELECT_DEPTH)
+            trace.step("Select_by_Entity", len(scope), len(region), started, sections=len(targets))
+        started = time.perf_counter()
+        scent = ops.section_scent(index, leaves, vector)
+        trace.step("Select_by_Section", len(leaves), int((scent > 0.5).sum()), started, soft=True)
+        wanted = modalities(text)
+        if wanted:
+            started = time.perf_counter()
+            n_modal = int(ops.modal_scent(index, leaves, text).sum())
+            trace.step(
+                "Filter_Modal", len(leaves), n_modal, started, modal=sorted(wanted), soft=True
+            )
+        started = time.perf_counter()
+        per_question.append(ops.structured_relevance(index, text, leaves, vector, region))
+        trace.step("Text_Reasoning", len(leaves), len(leaves), started)
+        forced += [p for p in ops.referenced_nodes(index, leaves, text) if p not in forced]
+    scores = per_question[0]
+    if len(per_question) > 1:
+        scores = 0.5 * scores + 0.5 * np.max(np.stack(per_question[1:]), axis=0)
+    started = time.perf_counter()
+    kept, kept_scores = ops.page_ranker(index, leaves, scores, k, forced)
+    trace.step("Page_Ranker", len(leaves), len(kept), started, references=len(forced))
+    return kept.tolist(), [float(s) for s in kept_scores]
+
+
+def _paper_single(
     index: QueryIndex,
-    queries: list[str],
+    questions: list[str],
     scope: np.ndarray,
     engine: Any,
     trace: Trace,
     max_keep: int,
-) -> list[tuple[list[int], list[float]]]:
-    """Ps for each (sub-)question; Graph_Reasoning runs for all of them in one batched call
-    when they share a selection, else one call each."""
-    out = []
-    vectors = index.embed(queries)
-    for query, vector in zip(queries, vectors, strict=True):
+) -> tuple[list[int], list[float]]:
+    """eq. 9–10 as written, for each (sub-)question; the union keeps each node's best score."""
+    merged: dict[int, float] = {}
+    per_part = max_keep if len(questions) == 1 else max(3, max_keep // len(questions))
+    vectors = index.embed(questions)
+    for query, vector in zip(questions, vectors, strict=True):
         started = time.perf_counter()
         entities = ops.extract(index, query, scope)
         names = [index.entity_names[e][0] for e in entities]
@@ -208,43 +294,15 @@ def _run_single(
         trace.step("Text_Reasoning", len(leaves), len(leaves), started)
         started = time.perf_counter()
         if (graph > 0).any():
-            kept, scores = ops.skyline_ranker(leaves, [graph, text], max_keep=max_keep)
+            kept, scores = ops.skyline_ranker(leaves, [graph, text], max_keep=per_part)
         else:  # one criterion: the skyline is the single best node; keep the top nodes instead
-            order = np.lexsort((leaves, -text))[:max_keep]
+            order = np.lexsort((leaves, -text))[:per_part]
             kept, scores = leaves[order], text[order]
         trace.step("Skyline_Ranker", len(leaves), len(kept), started)
-        out.append((kept.tolist(), [float(s) for s in scores]))
-    return out
-
-
-def _run_multi(
-    index: QueryIndex,
-    query: str,
-    scope: np.ndarray,
-    engine: Any,
-    trace: Trace,
-    max_keep: int,
-) -> AgentResult:
-    started = time.perf_counter()
-    parts = ops.decompose(index, query)
-    trace.step("Decompose", 1, len(parts), started, sub_questions=parts)
-    per_part = max(3, max_keep // max(1, len(parts)))
-    found = _run_single(
-        index, parts, scope, engine, trace, per_part if len(parts) > 1 else max_keep
-    )
-    started = time.perf_counter()
-    partials = []
-    evidence: dict[int, float] = {}
-    for part, (positions, scores) in zip(parts, found, strict=True):
-        partials.append(ops.best_sentence(index, part, [index.node_text(p) for p in positions[:3]]))
-        for p, s in zip(positions, scores, strict=True):
-            evidence[p] = max(evidence.get(p, 0.0), s)
-    trace.step("Map", len(parts), len(partials), started)
-    ranked = sorted(evidence, key=lambda p: -evidence[p])[:max_keep]
-    started = time.perf_counter()
-    answer, how = ops.reduce_answer(index, query, ranked, partials if len(parts) > 1 else None)
-    trace.step("Reduce", len(partials), 1, started)
-    return AgentResult(MULTI, [], ranked, [evidence[p] for p in ranked], answer, how)
+        for p, score in zip(kept.tolist(), scores.tolist(), strict=True):
+            merged[p] = max(merged.get(p, 0.0), float(score))
+    ranked = sorted(merged, key=lambda p: (-merged[p], p))[:max_keep]
+    return ranked, [merged[p] for p in ranked]
 
 
 def _run_global(index: QueryIndex, query: str, scope: np.ndarray, trace: Trace) -> AgentResult:

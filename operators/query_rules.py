@@ -163,3 +163,40 @@ def parse_pages(value: str | None) -> tuple[int, int] | None:
         return page, page
     lo, hi = int(match.group(1)), int(match.group(2))
     return (lo, hi) if lo <= hi else (hi, lo)
+
+
+_INSTRUCTION = re.compile(
+    r"^(please\b|kindly\b|round\b|give me an?\b|return me\b|answer (in|with|'|\")|"
+    r"write (down )?the answer|represent\b|express\b|your answer\b|e\.g\.)"
+    r"|\b(in|with|into) (the |a )?(int|integer|float|string|list|str)\b.*\bformat\b"
+    r"|\bformat\b.*\b(int|integer|float|string|list)\b",
+    re.I,
+)
+
+
+def retrieval_text(question: str) -> str:
+    """The question without its answer-format instructions ('Please write the answer in float
+    format.', 'Round your answer to three decimal places.'): they name no content and pull
+    lexical and dense search toward unrelated text. The question itself if nothing is left."""
+    parts = re.split(r"(?<=[.?!])\s+", question.strip())
+    kept = [p for p in parts if not _INSTRUCTION.search(p.strip())]
+    return " ".join(kept).strip() or question.strip()
+
+
+def modalities(question: str) -> set[str]:
+    """Node kinds the question names: 'table', 'image' (figure, chart, photo…)."""
+    words = set(re.findall(r"[a-z]+", question.lower()))
+    return {_MODAL_WORDS[w] for w in words if w in _MODAL_WORDS}
+
+
+_NUMBERED = re.compile(r"\b(table|tab\.|figure|fig\.?)\s*(\d+)\b", re.I)
+
+
+def numbered_references(question: str) -> list[tuple[str, str]]:
+    """('table', '3') / ('image', '2') for every 'Table 3', 'Fig. 2' the question names."""
+    out = []
+    for match in _NUMBERED.finditer(question):
+        kind = "table" if match.group(1).lower().startswith("tab") else "image"
+        if (kind, match.group(2)) not in out:
+            out.append((kind, match.group(2)))
+    return out

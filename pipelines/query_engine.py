@@ -27,7 +27,7 @@ from operators.query_rules import GLOBAL, MULTI, classify
 from operators.walk_engine import TOP_K, make_engine
 from pipelines.query_index import QueryIndex
 
-METHODS = ("auto", "bookrag", "deepread", "zoom", "ladrag", "dense")
+METHODS = ("auto", "bookrag", "deepread", "zoom", "ladrag", "dense", "bookrag_paper")
 MAX_QUESTION_CHARS = 4_000
 DEFAULT_K = 5
 # auto: the method that measured best per question class (see README, PDF QA evaluation)
@@ -126,9 +126,10 @@ class QueryEngine:
         if method == "dense":
             evidence, scores = self.dense(question, doc, k)
             result["plan"] = ["Dense_TopK"]
-        elif method == "bookrag":
+        elif method in ("bookrag", "bookrag_paper"):
             scope = index.scope(doc)
-            out = bookrag_agent.run(index, question, scope, self.walk, max_keep=max(k, 10))
+            plan = "paper" if method == "bookrag_paper" else "structured"
+            out = bookrag_agent.run(index, question, scope, self.walk, k=k, plan=plan)
             evidence, scores = out.evidence, out.scores
             result.update(
                 query_class=out.query_class,

@@ -44,3 +44,22 @@ def sample_corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sample_corpus")
     build_sample_corpus(out)
     return out
+
+
+PAPER = "2303.05039v2.pdf"  # MMLongBench: a 9-page paper with tables, figures and captions
+
+
+@pytest.fixture(scope="session")
+def paper_index(ray_session, shared_data, tmp_path_factory) -> Path:
+    """An enriched index (vectors, entities, layout graph) of one real paper, shared by the
+    query tests and the Serve /query test."""
+    import shutil
+
+    from pipelines.index_pipeline import run_index
+
+    root = tmp_path_factory.mktemp("paper")
+    shutil.copy(shared_data / "mmlongbench" / "documents" / PAPER, root / PAPER)
+    out = root / "index"
+    summary = run_index([str(root / PAPER)], out)
+    assert summary.ok == 1, summary.failures
+    return out
