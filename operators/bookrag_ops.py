@@ -33,6 +33,7 @@ PPR_DAMPING = 0.5  # BookRAG's official code
 # subtrees add to it.
 DENSE_WEIGHT, SECTION_SCENT, MODAL_SCENT, ENTITY_SCENT = 0.8, 0.3, 0.2, 0.2
 PAGE_RUNNERS_UP = 0.3  # Page_Ranker: a page scores its best node + 0.3 × its next two
+PAGES_PER_UNIT = 3  # Page_Ranker spreads over pages only in scopes of at least 3k pages
 MAX_QUERY_ENTITIES = 5
 MIN_FIGURE_SIDE = 40.0  # points: smaller images are icons and bullets, not figures
 MODAL_KINDS = {"table": ("table",), "image": ("image",), "formula": ("formula",)}
@@ -404,13 +405,17 @@ def page_ranker(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence that covers pages, not one page many times: a page scores its best node plus
     PAGE_RUNNERS_UP × its next two; the best node of each of the top-k pages is returned, best
-    page first. ``forced`` nodes (named references) come first."""
+    page first. ``forced`` nodes (named references) come first. Where the scope has fewer than
+    PAGES_PER_UNIT × k pages (a short document), spreading would trade the best evidence for
+    weak pages, so the nodes are simply ranked by score."""
     positions = np.asarray(positions, np.int64)
     scores = np.asarray(scores, np.float64)
     by_page: dict[tuple[int, int], list[int]] = {}
     for i in np.lexsort((positions, -scores)).tolist():
         key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
         by_page.setdefault(key, []).append(i)
+    if len(by_page) < PAGES_PER_UNIT * k:
+        by_page = {(0, i): [i] for i in range(positions.size)}  # every node its own "page"
 
     def page_score(key: tuple[int, int]) -> float:
         ranked = scores[by_page[key]]
@@ -428,6 +433,14 @@ def page_ranker(
         best = by_page[key][0]
         chosen.append(int(positions[best]))
         out_scores.append(float(scores[best]))
+    if len(chosen) < k:  # fewer pages than k: the next best nodes fill the rest
+        taken = set(chosen)
+        for i in np.lexsort((positions, -scores)).tolist():
+            if len(chosen) >= k:
+                break
+            if int(positions[i]) not in taken:
+                chosen.append(int(positions[i]))
+                out_scores.append(float(scores[i]))
     return np.asarray(chosen, np.int64), np.asarray(out_scores, np.float32)
 
 

@@ -131,12 +131,15 @@ def test_global_questions_count_checked_nodes(index, engine, doc):
 
 def test_single_hop_plan_finds_the_table_page(engine):
     question = "How many items in total of Amazon related datasets in the paper?"
-    result = engine.answer(question + " Please write the answer in int format.", "bookrag", PAPER)
+    asked = question + " Please write the answer in int format."
+    result = engine.answer(asked, "bookrag", PAPER, k=3)  # 9 pages ≥ 3k: spread over pages
     assert result["error"] is None and result["query_class"] in (SINGLE, MULTI)
     assert result["plan"][-2:] == ["Page_Ranker", "Reduce"]
     assert {"Extract", "Select_by_Section", "Text_Reasoning"} <= set(result["plan"])
     pages = [e["page"] for e in result["evidence"]]
-    assert 4 in pages and len(pages) == len(set(pages)) == 5  # k units on k pages
+    assert 4 in pages and len(pages) == len(set(pages)) == 3  # k units on k pages
+    deep = engine.answer(asked, "bookrag", PAPER, k=5)  # 9 pages < 3k: ranked by score alone
+    assert len(deep["evidence"]) == 5 and 4 in {e["page"] for e in deep["evidence"]}
     assert result["answer"] and result["answer_type"] == "extractive"
     paper = engine.answer(question, "bookrag_paper", PAPER)
     assert "Skyline_Ranker" in paper["plan"] and "Graph_Reasoning" in paper["plan"]
