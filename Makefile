@@ -20,6 +20,7 @@ demo: $(STAMP)
 	$(BIN)/python -m jobs.make_sample_corpus --out $(SAMPLE)
 	$(BIN)/python -m jobs.index_corpus $(SAMPLE) --out $(INDEX)
 	$(BIN)/python -m jobs.show_index $(INDEX)
+	$(BIN)/python -m jobs.query "How many tables are in Chapter 2?" --index $(INDEX)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
