@@ -24,11 +24,18 @@ import scipy.sparse as sp
 from operators.entity_linking import EntityLinker
 from operators.models import ModelBackend, ModelConfig, load_backend
 from pipelines import lance_store
-from pipelines.schemas import DOCUMENTS, ENTITIES, MENTIONS, NODES, RELATIONS
+from pipelines.schemas import (
+    COMMUNITIES,
+    DOCUMENTS,
+    EDGES,
+    ENTITIES,
+    MENTIONS,
+    NODES,
+    RELATIONS,
+)
 
 LEAF_KINDS = ("text", "list", "table", "image", "caption", "formula")
 STRUCTURE_KINDS = ("root", "section")
-EDGES, COMMUNITIES = "edges", "communities"
 _NODE_COLUMNS = [
     "doc_id",
     "node_id",
