@@ -21,7 +21,7 @@ import numpy as np
 from operators import bookrag_ops as ops
 from operators.qa_metrics import page_metrics
 from operators.query_rules import retrieval_text
-from pipelines.query_index import QueryIndex, _minmax
+from pipelines.query_index import QueryIndex
 
 
 def _top(leaves: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
@@ -61,11 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         text = retrieval_text(raw)
         vector = index.embed([text])[0]
-        dense = _minmax(index.dense_scores(vector, leaves))
+        dense = ops.minmax(index.dense_scores(vector, leaves))
         record("+ no format instructions", _top(leaves, dense, k), q)
-        hybrid = ops.DENSE_WEIGHT * dense + (1 - ops.DENSE_WEIGHT) * _minmax(
-            index.lexical_scores(text, leaves)
-        )
+        hybrid = index.text_scores(text, leaves, vector, ops.DENSE_WEIGHT)
         record("+ BM25", _top(leaves, hybrid, k), q)
         record("+ page ranker", ops.page_ranker(index, leaves, hybrid, k)[0], q)
         score = hybrid + ops.SECTION_SCENT * ops.section_scent(index, leaves, vector)

@@ -29,19 +29,42 @@ from pathlib import Path
 KS = (2, 5, 10)
 
 
-def read_questions(path: str, limit: int | None = None) -> list[dict]:
+def read_questions(path: str, limit: int | None = None, key: str = "gold_ids") -> list[dict]:
+    """Questions of a JSONL file; each needs a non-empty 'question' and ``key`` (gold_ids for
+    passage QA, doc for PDF QA; an empty string counts as missing)."""
     questions = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             record = json.loads(line)
-            if not record.get("question") or "gold_ids" not in record:
-                raise ValueError(f"{path}:{number}: a question needs 'question' and 'gold_ids'")
+            if not record.get("question") or record.get(key) in (None, ""):
+                raise ValueError(f"{path}:{number}: a question needs 'question' and '{key}'")
             questions.append(record)
             if limit and len(questions) >= limit:
                 break
     return questions
+
+
+def parse_methods(value: str | None, default: str, allowed: tuple[str, ...]) -> list[str] | None:
+    """The comma-separated methods; None (after a message) when one is unknown."""
+    methods = [m.strip() for m in (value or default).split(",") if m.strip()]
+    unknown = [m for m in methods if m not in allowed]
+    if unknown:
+        print(f"unknown method(s) {unknown}; choose from {allowed}", file=sys.stderr)
+        return None
+    return methods
+
+
+def write_outputs(out: Path, rows: dict[str, list[dict]], metrics: dict, report: str) -> None:
+    """results_<method>.jsonl, metrics.json and summary.md under ``out``; the report printed."""
+    for method, method_rows in rows.items():
+        with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
+            for row in method_rows:
+                handle.write(json.dumps(row) + "\n")
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    (out / "summary.md").write_text(report)
+    print(report)
 
 
 def recall_at(ranked: list[str], gold: list[str], k: int) -> float:
@@ -122,10 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.index_pipeline import run_index
     from pipelines.retrieval import METHODS, Retrieval
 
-    methods = [m.strip() for m in (args.method or "zoom,bm25,dense").split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        print(f"unknown method(s) {unknown}; choose from {METHODS}", file=sys.stderr)
+    methods = parse_methods(args.method, "zoom,bm25,dense", METHODS)
+    if methods is None:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -134,41 +155,24 @@ def main(argv: list[str] | None = None) -> int:
     summary = run_index([args.corpus], index)
     print(summary.line())
     retrieval = Retrieval.open(index, device=args.device)
-    metrics = {}
-    for method in methods:
-        rows = evaluate_method(retrieval, questions, method, args.batch)
-        with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row) + "\n")
-        metrics[method] = summarise(rows)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    report = markdown(metrics, args.corpus, args.questions)
-    (out / "summary.md").write_text(report)
-    print(report)
+    rows = {method: evaluate_method(retrieval, questions, method, args.batch) for method in methods}
+    metrics = {method: summarise(method_rows) for method, method_rows in rows.items()}
+    write_outputs(out, rows, metrics, markdown(metrics, args.corpus, args.questions))
     return 0
 
 
 def main_pdf(args: argparse.Namespace) -> int:
     from pipelines.index_pipeline import run_index
-    from pipelines.pdf_qa_eval import (
-        evaluate_pdf_method,
-        pdf_markdown,
-        read_pdf_questions,
-        summarise_pdf,
-    )
+    from pipelines.pdf_qa_eval import evaluate_pdf_method, pdf_markdown, summarise_pdf
     from pipelines.query_engine import METHODS, QueryEngine
 
-    methods = [
-        m.strip() for m in (args.method or "bookrag,deepread,zoom,ladrag").split(",") if m.strip()
-    ]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        print(f"unknown method(s) {unknown}; choose from {METHODS}", file=sys.stderr)
+    methods = parse_methods(args.method, "bookrag,deepread,zoom,ladrag", METHODS)
+    if methods is None:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index = Path(args.index) if args.index else out / "index"
-    questions = read_pdf_questions(args.questions, args.limit)
+    questions = read_questions(args.questions, args.limit, key="doc")
     wanted = sorted({q["doc"] for q in questions})
     missing = [d for d in wanted if not (Path(args.docs) / d).is_file()]
     if missing:
@@ -180,17 +184,9 @@ def main_pdf(args: argparse.Namespace) -> int:
     summary = run_index([str(Path(args.docs) / d) for d in wanted], index)
     print(summary.line())
     engine = QueryEngine.open(index, device=args.device)
-    metrics = {}
-    for method in methods:
-        rows = evaluate_pdf_method(engine, questions, method, args.k)
-        with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row) + "\n")
-        metrics[method] = summarise_pdf(rows)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    report = pdf_markdown(metrics, args.questions)
-    (out / "summary.md").write_text(report)
-    print(report)
+    rows = {method: evaluate_pdf_method(engine, questions, method, args.k) for method in methods}
+    metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
+    write_outputs(out, rows, metrics, pdf_markdown(metrics, args.questions))
     return 0
 
 

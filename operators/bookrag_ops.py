@@ -271,7 +271,7 @@ def graph_reasoning(
         return out
     importance = engine.ppr_batch(adjacency, seeds[live], damping=damping)
     scores = np.asarray(m_local @ importance.T).T  # (live rows, nodes)
-    out[live] = [_scale(row) for row in scores]
+    out[live] = [minmax(row) for row in scores]
     return out
 
 
@@ -286,7 +286,7 @@ def text_reasoning(
     if is_generative(index.backend):
         try:
             texts = [index.node_text(int(p))[:2000] for p in positions]
-            return _scale(np.asarray(index.backend.rerank(query, texts), np.float32))
+            return minmax(np.asarray(index.backend.rerank(query, texts), np.float32))
         except (ModelError, NotImplementedError):
             pass
     return index.text_scores(query, positions, query_vector)
@@ -318,9 +318,11 @@ def skyline_ranker(
     return positions[kept], points[kept].sum(axis=1).astype(np.float32)
 
 
-def _scale(values: np.ndarray) -> np.ndarray:
-    """Min–max to [0, 1] (all zeros when constant)."""
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Min–max to [0, 1] (all zeros when constant or empty)."""
     values = np.asarray(values, np.float64).ravel()
+    if values.size == 0:
+        return values
     lo, hi = float(values.min()), float(values.max())
     return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
 
@@ -342,7 +344,7 @@ def section_scent(index: QueryIndex, positions: np.ndarray, query_vector: np.nda
     positions = np.asarray(positions, np.int64)
     parents = index.parent[positions]
     heads = np.where(parents >= 0, parents, positions)
-    return _scale(index.vectors[heads] @ np.asarray(query_vector, np.float32)).astype(np.float32)
+    return minmax(index.vectors[heads] @ np.asarray(query_vector, np.float32)).astype(np.float32)
 
 
 def modal_scent(index: QueryIndex, positions: np.ndarray, question: str) -> np.ndarray:
@@ -386,9 +388,7 @@ def structured_relevance(
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float32)
-    dense = _scale(index.dense_scores(query_vector, positions))
-    lexical = _scale(index.lexical_scores(question, positions))
-    score = DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * lexical
+    score = index.text_scores(question, positions, query_vector, DENSE_WEIGHT).astype(np.float64)
     score += SECTION_SCENT * section_scent(index, positions, query_vector)
     score += MODAL_SCENT * modal_scent(index, positions, question)
     if entity_region is not None and entity_region.size:

@@ -53,7 +53,9 @@ class Paragraph:
 
 
 @dataclass
-class ReadResult:
+class ToolRunResult:
+    """What a tool-driven policy (DeepRead, LAD-RAG) found: node positions best first."""
+
     evidence: list[int]
     scores: list[float]
     answer: str | None
@@ -132,7 +134,7 @@ class DeepReadTools:
         )
 
 
-def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ReadResult:
+def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ToolRunResult:
     """Locate, then read: Retrieve top-k with the scan window; the section whose hits score
     highest is read around its hits (READ_LIMIT paragraphs at most); evidence = the hits first
     (best first), then the read paragraphs."""
@@ -141,7 +143,7 @@ def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ReadResult:
     hits = tools.retrieve(query, k=k)
     trace.append(_step("Retrieve", {"query": query, "k": k}, len(hits), started))
     if not hits:
-        return ReadResult([], [], None, "none", trace)
+        return ToolRunResult([], [], None, "none", trace)
     by_section: dict[tuple[int, int], float] = {}
     for h in hits:
         key = (int(tools.index.doc[h.position]), h.sec_id)
@@ -166,7 +168,7 @@ def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ReadResult:
         evidence.setdefault(paragraph.position, 0.0)
     positions = list(evidence)
     answer, how = reduce_answer(tools.index, query, positions)
-    return ReadResult(positions, [evidence[p] for p in positions], answer, how, trace)
+    return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
 
 
 _ACTION_SCHEMA = {
@@ -187,7 +189,7 @@ _ACTION_SCHEMA = {
 
 def react_loop(
     tools: DeepReadTools, query: str, max_rounds: int = MAX_ROUNDS, k: int = 5
-) -> ReadResult:
+) -> ToolRunResult:
     """A generative backend reasons and acts (toc / retrieve / read_section / answer) until it
     answers or ``max_rounds`` pass; everything it read is the evidence."""
     index = tools.index
@@ -231,7 +233,7 @@ def react_loop(
         answer, how = reduce_answer(index, query, positions)
     else:
         how = "generated"
-    return ReadResult(positions, [seen[p] for p in positions], answer, how, trace)
+    return ToolRunResult(positions, [seen[p] for p in positions], answer, how, trace)
 
 
 def _act(tools: DeepReadTools, step: dict, seen: dict[int, float], k: int) -> tuple[str, int]:

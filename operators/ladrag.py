@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from operators.bookrag_ops import reduce_answer
+from operators.deepread import ToolRunResult
 
 if TYPE_CHECKING:
     from pipelines.query_index import QueryIndex
@@ -66,15 +66,6 @@ def parse_filter_spec(spec: dict | FilterSpec) -> FilterSpec:
             f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()
         )
         raise FilterSpecError(f"invalid graph_filter spec: {problems}") from None
-
-
-@dataclass
-class LadResult:
-    evidence: list[int]
-    scores: list[float]
-    answer: str | None
-    answer_type: str
-    trace: list[dict] = field(default_factory=list)
 
 
 class LadRagTools:
@@ -161,7 +152,7 @@ class LadRagTools:
         }
 
 
-def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10) -> LadResult:
+def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10) -> ToolRunResult:
     """Search, then contextualize: semantic_search top-k; each hit brings its caption/captioned
     node, referenced nodes and continuation, then its closest community member; the budget caps
     the evidence (hits rank first)."""
@@ -194,7 +185,7 @@ def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10)
     )
     ranked = sorted(evidence, key=lambda p: (-evidence[p], p))[:budget]
     answer, how = reduce_answer(index, query, ranked)
-    return LadResult(ranked, [evidence[p] for p in ranked], answer, how, trace)
+    return ToolRunResult(ranked, [evidence[p] for p in ranked], answer, how, trace)
 
 
 def _since(started: float) -> float:

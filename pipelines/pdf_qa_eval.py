@@ -10,30 +10,13 @@ EM/F1 those with a gold answer other than "Not answerable" whenever the method a
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 from operators.qa_metrics import exact_match, page_metrics, span_recall, token_f1
 from pipelines.query_engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
 UNANSWERABLE = "not answerable"
-
-
-def read_pdf_questions(path: str | Path, limit: int | None = None) -> list[dict]:
-    questions = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if not record.get("question") or not record.get("doc"):
-                raise ValueError(f"{path}:{number}: a PDF question needs 'question' and 'doc'")
-            questions.append(record)
-            if limit and len(questions) >= limit:
-                break
-    return questions
 
 
 def score_unit_list(question: dict, evidence: list[dict], answer: str | None) -> dict:

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from operators import bookrag_agent, deepread, ladrag
-from operators.models import ModelConfig
+from operators.models import ModelConfig, is_generative
 from operators.query_rules import GLOBAL, MULTI, classify
 from operators.walk_engine import TOP_K, make_engine
 from pipelines.query_index import QueryIndex
@@ -140,7 +140,7 @@ class QueryEngine:
             )
         elif method == "deepread":
             tools = deepread.DeepReadTools(index, doc)
-            if _generative(index):
+            if is_generative(index.backend):
                 out = deepread.react_loop(tools, question, k=k)
             else:
                 out = deepread.offline_policy(tools, question, k=k)
@@ -215,12 +215,6 @@ class QueryEngine:
         doc_entity.data[:] = 1.0
         self.walk.fit(doc_vectors, doc_entity)
         self._zoom_fitted = True
-
-
-def _generative(index: QueryIndex) -> bool:
-    from operators.models import is_generative
-
-    return is_generative(index.backend)
 
 
 def _empty(question: Any, method: str, doc: str | None) -> dict:

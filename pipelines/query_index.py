@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from operators.bookrag_ops import minmax
 from operators.entity_linking import EntityLinker
 from operators.models import ModelBackend, ModelConfig, load_backend
 from pipelines import lance_store
@@ -232,18 +233,22 @@ class QueryIndex:
         return np.asarray(bm25.get_scores(tokens), np.float32)[positions]
 
     def text_scores(
-        self, query: str, positions: np.ndarray, query_vector: np.ndarray | None = None
+        self,
+        query: str,
+        positions: np.ndarray,
+        query_vector: np.ndarray | None = None,
+        dense_weight: float = 0.5,
     ) -> np.ndarray:
-        """Hybrid relevance in [0, 1]: the mean of dense cosine and BM25, each min–max scaled
-        within ``positions`` (the scope the question is asked in)."""
+        """Hybrid relevance in [0, 1]: dense_weight × dense cosine + the rest × BM25, each
+        min–max scaled within ``positions`` (the scope the question is asked in)."""
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
             return np.zeros(0, np.float32)
         if query_vector is None:
             query_vector = self.embed([query])[0]
-        dense = _minmax(self.dense_scores(query_vector, positions))
-        lexical = _minmax(self.lexical_scores(query, positions))
-        return (0.5 * dense + 0.5 * lexical).astype(np.float32)
+        dense = minmax(self.dense_scores(query_vector, positions))
+        lexical = minmax(self.lexical_scores(query, positions))
+        return (dense_weight * dense + (1 - dense_weight) * lexical).astype(np.float32)
 
     def _lexical(self):
         if self._bm25 is None:
@@ -275,14 +280,6 @@ class QueryIndex:
             return np.array([position])
         positions = self.scope(int(self.doc[position]))
         return positions[self.community[positions] == c]
-
-
-def _minmax(values: np.ndarray) -> np.ndarray:
-    values = np.asarray(values, np.float32)
-    if values.size == 0:
-        return values
-    lo, hi = float(values.min()), float(values.max())
-    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
 
 
 def _load(index_dir: Path) -> QueryIndex:
