@@ -26,6 +26,40 @@ _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title"
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_CONNECTIVES = frozenset(
+    [
+        "and",
+        "or",
+        "of",
+        "in",
+        "the",
+        "for",
+        "to",
+        "with",
+        "on",
+        "at",
+        "by",
+        "from",
+        "a",
+        "an",
+        "as",
+        "into",
+        "over",
+        "under",
+        "between",
+        "against",
+        "versus",
+        "vs",
+        "&",
+        "–",
+        "—",
+        "-",
+    ]
+)
+# Apparatus headings that books often set at note size, just above the notes they head.
+_APPARATUS = re.compile(
+    r"^(notes|endnotes|footnotes|references|bibliography|further reading|sources)$", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -102,8 +136,19 @@ def is_title_shaped(text: str) -> bool:
     return not _PAGE_NUMBER.match(text.strip())
 
 
+def _unfinished(first: Block, second: Block) -> bool:
+    """Two single lines that read as one title broken in two: the first ends on a connective
+    ("… Laws and" / "Policies …") or both are set in capitals."""
+    if first.n_lines != 1 or second.n_lines != 1 or len(first.text) + len(second.text) > 160:
+        return False
+    last_word = first.text.rstrip().rsplit(None, 1)[-1].lower()
+    both_caps = first.text.isupper() and second.text.isupper()
+    return last_word in _CONNECTIVES or first.text.rstrip().endswith(":") or both_caps
+
+
 def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
-    """Display-size lines of one heading that PyMuPDF put in separate blocks, joined."""
+    """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
+    and body-size single lines of one style where the first is visibly unfinished."""
     joined: list[Block] = []
     for b in blocks:
         prev = joined[-1] if joined else None
@@ -113,7 +158,7 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
             and prev.page == b.page
             and (prev.font_size, prev.bold, prev.italic) == (b.font_size, b.bold, b.italic)
             and font_family(prev.font) == font_family(b.font)
-            and b.font_size >= body.font_size + 2
+            and (b.font_size >= body.font_size + 2 or _unfinished(prev, b))
             and prev.n_lines + b.n_lines <= 4
             and 0 <= b.y0 - prev.y1 < 0.6 * b.font_size
             and not prev.text.rstrip().endswith((".", "!", "?"))
@@ -224,10 +269,12 @@ def _stands_out(
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
     short = len(words) <= 12 and not b.text.rstrip().endswith(".")
+    other_face = font_family(b.font) != body.family
     if b.font_size < body.font_size - 0.4 and not (b.text.isupper() and b.text not in labels):
-        return False  # smaller than the text: notes, labels, table cells (small capitals aside)
+        # Smaller than the text: notes, labels, table cells (small capitals aside), except an
+        # apparatus heading ("Notes") set apart in its own face above the notes it heads.
+        return bool(_APPARATUS.match(b.text.strip())) and (b.bold or b.italic or other_face)
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
-    other_face = font_family(b.font) != body.family
     cue = b.italic or caps or other_face or numbered or _centred(b, columns)
     return short and b.n_lines <= 2 and cue

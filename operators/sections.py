@@ -36,6 +36,14 @@ _LABEL_ONLY = re.compile(
     r"^(chapter|part|section|appendix|annex|book)\s+([0-9]+|[ivxlc]+|[a-z]|[a-z]+)$", re.I
 )
 _ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
+# Bookmarks that name a page of the printed object rather than a section of its text
+# ("Cover", "Half Title", "Copyright Page"), or a production file name ("9780415792219c06").
+_FURNITURE = re.compile(
+    r"^(front\s+)?(cover|half[\s-]*title|title|title\s+page|series(\s+page)?|copyright"
+    r"(\s+page)?|imprint|dedication|frontispiece|table\s+of\s+contents|contents)(\s+page)?$",
+    re.I,
+)
+_FILE_NAME = re.compile(r"^(?=\S*(_|\d{5}))[\w.-]{8,}$")
 
 
 @dataclass
@@ -268,7 +276,8 @@ class OutlineSectionFilter:
         for level, title, page in outline:
             index = self._locate(title, page, context.blocks, by_page, used)
             if index is None:
-                outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
+                if not _is_furniture(title):
+                    outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
                 continue
             used.add(index)
             decision = Decision(min(level, MAX_LEVEL), "outline entry")
@@ -397,6 +406,13 @@ class OutlineSectionFilter:
             if decision.reason == "outline entry" and depth is not None:
                 votes[depth][decision.level] += 1
         return {depth: c.most_common(1)[0][0] for depth, c in votes.items()}
+
+
+def _is_furniture(title: str) -> bool:
+    """An outline entry no block carries that names book furniture, not a section: kept out
+    of the tree (a printed "Contents" heading is matched to its block and kept)."""
+    text = " ".join(title.split())
+    return bool(_FURNITURE.match(text) or _FILE_NAME.match(text))
 
 
 def candidates_of(blocks: list[Block]) -> list[Candidate]:

@@ -1,0 +1,51 @@
+"""Heading rules found on the HiPS books, each checked on the book that showed it: apparatus
+headings set at note size ("Notes"), titles broken over two body-size lines, and outline
+bookmarks that name book furniture rather than sections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.heading_gold import load_hips_gold, score
+from operators.sections import extract_headings
+
+
+def _book(shared_data: Path, prefix: str) -> Path:
+    found = sorted((shared_data / "hips" / "PDFs").glob(f"{prefix}*.pdf"))
+    if not found:
+        pytest.skip(f"HiPS book {prefix} missing from the shared data")
+    return found[0]
+
+
+def test_notes_headings_set_smaller_than_the_text(shared_data):
+    # Every chapter of this book ends with "Notes" in 8 pt over 9 pt text; the human TOC
+    # lists each of them.
+    pdf = _book(shared_data, "access-controlled")
+    headings = extract_headings(str(pdf))
+    notes = [h for h in headings if h[1] == "Notes"]
+    gold_notes = [h for h in load_hips_gold(pdf.stem) if h[1] == "Notes"]
+    assert len(gold_notes) >= 38
+    assert len(notes) >= len(gold_notes) - 2
+    result = score(headings, load_hips_gold(pdf.stem))
+    assert result["recall"] >= 0.95, result
+
+
+def test_title_broken_over_two_lines_is_one_heading(shared_data):
+    pdf = _book(shared_data, "advancing-equality")
+    titles = {h[1] for h in extract_headings(str(pdf))}
+    assert "CONSTITUTIONS’ ABILITY TO ADDRESS LAWS AND POLICIES FUELING GENDER INEQUALITY" in titles
+    assert "SOCIOECONOMIC STATUS AND DISCRIMINATORY BARRIERS" in titles
+    assert "CONSTITUTIONS’ ABILITY TO ADDRESS LAWS AND" not in titles
+
+
+def test_furniture_bookmarks_are_not_sections(shared_data):
+    # The outline starts with Cover, Half Title, Series Page, Title Page, Copyright Page,
+    # Dedication and Table of Contents, none printed as a heading; real outline-only entries
+    # ("List of abbreviations") stay.
+    pdf = _book(shared_data, "the-regulation-of-megabanks")
+    titles = [h[1] for h in extract_headings(str(pdf))]
+    for furniture in ("Cover", "Half Title", "Series Page", "Title Page", "Copyright Page"):
+        assert furniture not in titles
+    assert "List of abbreviations" in titles
