@@ -4,6 +4,22 @@ the two baselines (BM25, dense), one call for a batch of queries.
     retrieval = Retrieval.open("index_dir")
     results = retrieval.retrieve(["who ...?", ...], method="zoom", k=10)
     # per query: [DocHit(rank order) with .chunks (Chunk-Zoom evidence) for zoom]
+
+Doc-Zoom here is two batched walks on the same graph (documents, the index's entities and the
+title entities of a passage corpus, ``pipelines.retrieval_corpus``):
+
+1. the query walk: the query node links to documents by exp(cos) (sparsified) and to the
+   entities its text names (capitalised names, accents folded);
+2. the bridge walk: a second start node links to the entities of the query walk's best
+   document that the query does not name (its title, the titles it cites, its named entities),
+   so the walk reaches the documents one hop further (the next hop of a multi-hop question).
+
+A document's score is the equal mix of the two walks' document distributions (each normalised
+to sum 1 over documents): ``(1 − BRIDGE_WEIGHT)·r_query + BRIDGE_WEIGHT·r_bridge``, or the
+query walk alone where the bridge walk has no seed; entity scores, inherited by Chunk-Zoom, are
+mixed the same way. Why two walks: in a single walk (restart 0.8 at the query) a document
+reached only through another document scores orders of magnitude below every document the
+query links to directly, so the next hop of a question never reaches the top ranks.
 """
 
 from __future__ import annotations
@@ -21,6 +37,8 @@ from operators.walk_engine import TOP_K, make_engine
 from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
 
 METHODS = ("zoom", "bm25", "dense")
+BRIDGE_DOCS = 1  # bridge seeds: entities of the query walk's best document(s)
+BRIDGE_WEIGHT = 0.5  # share of the bridge walk in the mixed document distribution
 
 
 @dataclass
@@ -94,19 +112,43 @@ class Retrieval:
         return self._zoom(queries, vectors, k)
 
     def link_entities(self, queries: list[str]) -> sp.csr_matrix:
-        """Query–entity indicator (n_queries × n_entities): entities named in the query."""
+        """Query–entity indicator (n_queries × n_entities): entities named in the query
+        (a name counts where one of its words is capitalised; accents folded)."""
         rows, cols = [], []
         for q, text in enumerate(queries):
-            found = self.corpus.linker.link(text)
+            found = self.corpus.query_linker.link(text, capitalised=True)
             rows += [q] * len(found)
             cols += found
         shape = (len(queries), len(self.corpus.entity_ids))
         return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
 
+    def doc_zoom_scores(
+        self, vectors: np.ndarray, query_entity: sp.csr_matrix
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mixed Doc-Zoom scores (module docstring): documents (B × n_docs) and entities
+        (B × n_entities), each query independent of the others in the batch."""
+        nd, nq = self.corpus.n_docs, len(vectors)
+        first = _node_distribution(self.engine.walk(vectors, query_entity)[0], nd)
+        best = _top_k(first[:, :nd], BRIDGE_DOCS)
+        owner = sp.csr_matrix(
+            (np.ones(best.size), (np.repeat(np.arange(nq), best.shape[1]), np.arange(best.size))),
+            shape=(nq, best.size),
+        )
+        seeds = (owner @ self.corpus.doc_entity[best.ravel()] > 0).astype(np.float32)
+        seeds = (seeds - seeds.multiply(query_entity > 0)).tocsr()  # only what the query lacks
+        seeds.eliminate_zeros()
+        # The bridge walk's start node has no document links (a zero vector links none).
+        second = _node_distribution(self.engine.walk(np.zeros_like(vectors), seeds)[0], nd)
+        # A query whose bridge walk reached no document (no seeds) keeps its query walk alone.
+        weight = np.where(second[:, :nd].sum(axis=1, keepdims=True) > 0, BRIDGE_WEIGHT, 0.0)
+        mixed = (1 - weight) * first + weight * second
+        return mixed[:, :nd], mixed[:, nd:]
+
     def _zoom(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[DocHit]]:
         query_entity = self.link_entities(queries)
-        depth = max(k, TOP_K)
-        ids, scores, entity_scores = self.engine.doc_zoom(vectors, query_entity, k=depth)
+        docs, entity_scores = self.doc_zoom_scores(vectors, query_entity)
+        ids = _top_k(docs, max(k, TOP_K))
+        scores = np.take_along_axis(docs, ids, axis=1)
         results = [self._hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
         self._attach_chunks(results, ids, entity_scores)
         return results
@@ -182,3 +224,21 @@ class Retrieval:
             )
             for rank, (d, s) in enumerate(zip(ids, scores, strict=True))
         ]
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the ``k`` best columns, best first (ties: smaller column first)."""
+    k = min(k, scores.shape[1])
+    out = np.empty((len(scores), k), np.int64)
+    for q, row in enumerate(scores):
+        candidates = np.flatnonzero(row >= np.partition(row, len(row) - k)[len(row) - k])
+        out[q] = candidates[np.argsort(-row[candidates], kind="stable")][:k]
+    return out
+
+
+def _node_distribution(r, n_docs: int) -> np.ndarray:
+    """Walk scores (nodes × queries, NumPy or CuPy) as host rows (queries × nodes), scaled so
+    each query's document scores sum to 1 (a query whose walk reached no document: zeros)."""
+    r = np.asarray(r.get() if hasattr(r, "get") else r, np.float64).T
+    total = r[:, :n_docs].sum(axis=1, keepdims=True)
+    return r / np.where(total > 0, total, 1.0)

@@ -3,6 +3,12 @@
 For PDFs a document is a PDF and its chunks are its tree leaves in reading order; for passage
 corpora a document is a passage and its chunks are its sentences (ZoomRAG's setting).
 A document's vector is the normalised mean of its leaf vectors (a passage: its one paragraph).
+
+Entities are those of the index plus, for passage corpora, one title entity per distinct
+passage title (``operators.entity_linking.title_links``), computed here when the corpus is
+loaded: it links the passages with that title and every passage whose text names the title,
+the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
+(columns from ``n_index_entities`` on), with ids ``title:<normalised title>``.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from operators.entity_linking import EntityLinker, sentences
+from operators.entity_linking import EntityLinker, sentences, strip_accents, title_links
+from operators.resolution import normalise_name
 from pipelines import lance_store
 from pipelines.schemas import DOCUMENTS, ENTITIES, MENTIONS, NODES
 
 LEAF_KINDS = ("text", "list", "table", "image", "caption", "formula")
+TITLE_ENTITY = "title:"  # id prefix of the title entities added at load time
 
 
 @dataclass
@@ -43,7 +51,9 @@ class RetrievalCorpus:
     doc_entity: sp.csr_matrix  # (n_docs, n_entities) 0/1
     leaves: dict[int, list[Chunk]] = field(default_factory=dict)
     passage: list[bool] = field(default_factory=list)
+    n_index_entities: int = -1  # entities from the index; title entities follow (-1: all)
     _linker: EntityLinker | None = None
+    _query_linker: EntityLinker | None = None
 
     @property
     def n_docs(self) -> int:
@@ -59,6 +69,14 @@ class RetrievalCorpus:
         if self._linker is None:
             self._linker = EntityLinker(self.entity_names)
         return self._linker
+
+    @property
+    def query_linker(self) -> EntityLinker:
+        """Linker for questions: names up to 10 words (long titles), compared without accents;
+        call ``link(text, capitalised=True)`` so that common words do not link."""
+        if self._query_linker is None:
+            self._query_linker = EntityLinker(self.entity_names, max_words=10, fold_accents=True)
+        return self._query_linker
 
     def chunks(self, doc: int) -> list[Chunk]:
         """A passage's sentences, or a PDF's leaves, in reading order."""
@@ -127,18 +145,32 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
     pairs = mentions.unique().filter(pl.col("doc_id").is_in(list(position)))
     rows = [position[d] for d in pairs["doc_id"].to_list()]
     cols = [column[e] for e in pairs["entity_id"].to_list()]
+    n_index_entities = len(entity_ids)
+    passage = ["#" in u for u in docs["uri"].to_list()]
+    titles = docs["title"].fill_null("").to_list()
+    title_names, links = title_links(
+        [t if p else "" for t, p in zip(titles, passage, strict=True)],
+        ["\n".join(t[1:]) if p else "" for t, p in zip(texts, passage, strict=True)],
+    )
+    entity_ids += [TITLE_ENTITY + normalise_name(strip_accents(n[0])) for n in title_names]
+    names += title_names
+    rows += [d for d, _ in links]
+    cols += [n_index_entities + e for _, e in links]
     doc_entity = sp.csr_matrix(
         (np.ones(len(rows), np.float32), (rows, cols)), shape=(n_docs, len(entity_ids))
     )
+    doc_entity.sum_duplicates()
+    doc_entity.data[:] = 1.0
     return RetrievalCorpus(
         doc_ids=docs["doc_id"].to_list(),
         uris=docs["uri"].to_list(),
-        titles=docs["title"].fill_null("").to_list(),
+        titles=titles,
         texts=["\n".join(t) for t in texts],
         doc_vectors=doc_vectors,
         entity_ids=entity_ids,
         entity_names=names,
         doc_entity=doc_entity,
         leaves=leaves,
-        passage=["#" in u for u in docs["uri"].to_list()],
+        passage=passage,
+        n_index_entities=n_index_entities,
     )
