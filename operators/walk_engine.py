@@ -2,7 +2,8 @@
 
 One engine, two backends chosen at start-up (``make_engine``): SciPy/NumPy on CPU or CuPy
 (``cupyx.scipy.sparse``) on GPU, the maths written once against ``xp``/``sparse``. Imports only
-numpy and scipy (cupy lazily). Inputs are numpy/scipy arrays; outputs are numpy.
+numpy and scipy (cupy lazily; torch lazily and optionally, for its MKL CSR × dense product on
+CPU). Inputs are numpy/scipy arrays; outputs are numpy.
 
 Doc-Zoom graph of one query (nodes: query, n_d documents, n_e entities; A[i, j] carries mass
 from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns normalised):
@@ -19,6 +20,15 @@ from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns no
   nnz of each query's own h, so each column is exactly that query's walk alone on its own
   (N+1)-node graph. A node with an empty column is dangling: mass reaching it is dropped (the
   dense reference does the same).
+* Batched step (``walk``, ``_SpMM``): the state is stored as column chunks (chunks, N, width),
+  C-ordered. On CPU a chunk is one cache line wide (16 float32 / 8 float64 queries), so each
+  state row that a nonzero of S gathers is one line and a chunk (N × width, ~3 MB at N = 50k)
+  stays in cache while S streams past; the product runs in MKL through torch's CSR × dense
+  (torch's thread setting; written in place into a preallocated buffer) when torch imports,
+  else SciPy. On GPU one chunk holds the whole batch. The walk starts at the query node, so
+  step 1 needs no product (r = 0) and step 2 multiplies S by a state that lives on the query's
+  links only (only those columns of S, summed in the dense product's order); steps 3..T are
+  dense products. The (1 − α) factor is folded into the column scaling (one pass fewer per step).
 
 Incremental documents (``add_documents``): computed are the new rows (new docs × all docs) and
 the new columns of old rows (old × new), which update each old row's running Σexp and Σexp²; so
@@ -31,10 +41,12 @@ are reassembled from stored values in O(nnz).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +60,7 @@ BETA, KEEP_FRACTION = 0.9, 0.7  # Chunk-Zoom restart and kept share of chunks
 OMEGA, SIGMA = 0.5, 1.0  # chosen constants (paper gives no values): temporal/semantic mix, decay
 N_STD = 3.0  # sparsification: keep exp(cos) above mean + 3σ of the row
 BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 MiB in float64)
+CACHE_LINE = 64  # bytes: width of one CPU state chunk (queries per gathered row)
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
 
@@ -138,6 +151,77 @@ def _stats(xp: ModuleType, s1: Any, s2: Any, count: int) -> tuple[Any, Any]:
     return mean, xp.sqrt(xp.maximum(s2 / max(count, 1) - mean * mean, 0))
 
 
+def _torch_csr(m: sp.csr_matrix) -> Any:
+    """``m`` as a torch CSR tensor sharing its buffers (int32 indices), or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    idx = np.int32 if max(m.nnz, m.shape[1]) < 2**31 else np.int64
+    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(np.ascontiguousarray(m.indptr, dtype=idx)),
+            torch.from_numpy(np.ascontiguousarray(m.indices, dtype=idx)),
+            torch.from_numpy(m.data),
+            size=m.shape,
+            check_invariants=False,
+        )
+
+
+class _SpMM:
+    """out[c] = S @ z[c] for a walk state stored as column chunks z (chunks, N, width)."""
+
+    def __init__(self, backend: Backend, S: Any) -> None:
+        self.src, self.backend, self.xp = S, backend, backend.xp
+        item = np.dtype(backend.dtype).itemsize
+        self.width = None if backend.name == "gpu" else max(1, CACHE_LINE // item)
+        self.mat = S.astype(backend.dtype) if S.dtype != backend.dtype else S
+        self.tmat = _torch_csr(self.mat) if backend.name == "cpu" else None
+        self.csc: Any = None  # S by columns, built at the first sparse product
+
+    def layout(self, nq: int) -> tuple[int, int]:
+        """(number of chunks, chunk width) for a batch of ``nq`` queries."""
+        w = max(1, nq if self.width is None else min(nq, self.width))
+        return -(-nq // w), w
+
+    def dense(self, z: Any, out: Any) -> Any:
+        """out[c] = S @ z[c] for every chunk c, written into ``out``; returns it."""
+        if self.tmat is not None:
+            import torch
+
+            tz, to = torch.from_numpy(z), torch.from_numpy(out)
+            for c in range(z.shape[0]):
+                torch.mm(self.tmat, tz[c], out=to[c])
+        else:
+            for c in range(z.shape[0]):
+                out[c] = self.mat @ z[c]
+        return out
+
+    def sparse(self, nodes: Any, queries: Any, vals: Any, nq: int) -> Any:
+        """Chunked dense S @ Z for a sparse Z (N × nq) with ``vals`` at (nodes, queries): per
+        chunk, only the columns of S at the chunk's linked nodes U (S[:, U] @ Z[U], CSC × dense,
+        columns in ascending order, so each sum runs in the dense product's order)."""
+        xp, dt = self.xp, self.backend.dtype
+        nc, w = self.layout(nq)
+        out = xp.empty((nc, self.mat.shape[0], w), dtype=dt)
+        if self.backend.name == "gpu":  # one cuSPARSE product over the whole batch is as fast
+            z = xp.zeros_like(out)
+            z[queries // w, nodes, queries % w] = vals
+            return self.dense(z, out)
+        if self.csc is None:
+            self.csc = self.mat.tocsc()
+            self.csc.sort_indices()
+        chunk = queries // w
+        for c in range(nc):
+            at = xp.nonzero(chunk == c)[0]
+            cols, row = xp.unique(nodes[at], return_inverse=True)
+            z = xp.zeros((cols.size, w), dtype=dt)
+            z[row.ravel(), queries[at] % w] = vals[at]
+            out[c] = self.csc[:, cols] @ z
+        return out
+
+
 class WalkEngine:
     """Holds the query-independent Doc-Zoom graph once; runs batched walks on one backend."""
 
@@ -150,6 +234,7 @@ class WalkEngine:
         self._cr, self._cc, self._cv = ei, ei, ef  # doc–doc candidates (raw exp(cos)), COO
         self._mr, self._mc = ei, ei  # doc–entity indicator, COO
         self.last_add: dict[str, int] = {}
+        self._op: _SpMM | None = None  # batched-product kernel, built at the first walk
 
     # ---- query-independent graph -------------------------------------------------------------
     def fit(self, doc_vectors: Any, doc_entity: Any) -> WalkEngine:
@@ -259,35 +344,81 @@ class WalkEngine:
     def walk(
         self, query_vectors: Any, query_entity: Any, T: int = T_STEPS, alpha: float = ALPHA
     ) -> tuple[Any, Any]:
-        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend."""
-        xp = self.backend.xp
+        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend. The
+        N×B scores are the transpose of a C-ordered B×N array (each query's scores contiguous)."""
+        xp, dt = self.backend.xp, self.backend.dtype
         hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
         inv_cq = _inv(xp, xp.bincount(hb, hv, minlength=nq))  # query column sum Σh
         inv_h = 1 / (self.s[hj] + hv)  # column sums of linked nodes include the query's edge
-        r = xp.zeros((self.N, nq), dtype=self.backend.dtype)
+        op, c = self._spmm(), 1 - alpha
+        nc, w = op.layout(nq)
+        at = (hb // w, hj, hb % w)  # (chunk, node, lane) of each link in the chunked state
+        scale = (c * self.inv_s).astype(dt)[None, :, None]  # z = (1 − α)·r / column sums
         rq = xp.ones(nq, dtype=F64)
-        for _ in range(T):
-            zh = r[hj, hb] * inv_h
-            r *= self.inv_s[:, None]  # r becomes z = r / column sums, in place
-            r[hj, hb] = zh
+        # Step 1: r = 0, so S·z = 0 and nothing returns to the query node; only the restart
+        # mass arrives, on the query's links: r lives there (``vals``) until the next product.
+        vals = c * (hv * (rq * inv_cq)[hb])
+        rq = xp.full(nq, alpha, dtype=F64)
+        r = out = None
+        for _ in range(1, T):
+            zh = (vals if r is None else r[at]) * inv_h
             new_q = xp.bincount(hb, hv * zh, minlength=nq)
-            r = self.S @ r
-            r[hj, hb] += hv * (rq * inv_cq)[hb]
-            r *= 1 - alpha
-            rq = (1 - alpha) * new_q + alpha
-        return r, rq
+            if r is None:  # z lives on the links: only those columns of S are needed
+                r = op.sparse(hj, hb, c * zh, nq)
+            else:
+                r *= scale  # r becomes (1 − α)·z in place
+                r[at] = c * zh
+                out = op.dense(r, xp.empty_like(r) if out is None else out)
+                r, out = out, r
+            r[at] += c * (hv * (rq * inv_cq)[hb])
+            rq = c * new_q + alpha
+        if r is None:  # T ≤ 1
+            r = xp.zeros((nc, self.N, w), dtype=dt)
+            if T:
+                r[at] = vals
+        # query-major copy (B × N, C-ordered): top-k then runs along contiguous rows
+        return r.transpose(0, 2, 1).reshape(nc * w, self.N)[:nq].T, rq
+
+    def astype(self, dtype: Any) -> WalkEngine:
+        """A copy whose walks run in ``dtype`` (e.g. float32: half the bytes per step, scores
+        within ~1e-8 of float64). Graph construction stays float64; the copy can grow on its own."""
+        other = copy.copy(self)
+        other.backend = replace(self.backend, dtype=dtype)
+        other._s1, other._s2, other._floor = (a.copy() for a in (self._s1, self._s2, self._floor))
+        if getattr(self, "S", None) is not None:
+            other.S = self.S.astype(dtype)
+        other._op = None
+        return other
+
+    @property
+    def kernel(self) -> str:
+        """Which library runs the batched product on this engine's backend."""
+        if self.device == "gpu":
+            return "cupyx.scipy.sparse (cuSPARSE)"
+        return "scipy.sparse" if self._spmm().tmat is None else "torch CSR (MKL)"
+
+    def _spmm(self) -> _SpMM:
+        """The batched-product kernel for the current S (rebuilt after ``add_documents``)."""
+        if self._op is None or self._op.src is not self.S:
+            self._op = _SpMM(self.backend, self.S)
+        return self._op
 
     def _finish(self, r: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-k documents per column of ``r`` (ties: smaller id first); entity scores."""
         xp, nd = self.backend.xp, self.n_d
-        docs, k = r[:nd], min(k, nd)
-        nq = docs.shape[1]
-        kth = xp.take_along_axis(docs, xp.argpartition(-docs, k - 1, axis=0)[k - 1 : k], axis=0)
-        gt, eq = docs > kth, docs == kth
-        rows, cols = xp.nonzero(gt | (eq & (xp.cumsum(eq, axis=0) <= k - gt.sum(axis=0))))
-        vals, rows, cols = _host(docs[rows, cols]), _host(rows), _host(cols)
-        order = np.lexsort((rows, -vals, cols))  # exactly k per column, grouped by column
-        ids, vals = rows[order].reshape(nq, k), vals[order].reshape(nq, k)
+        docs, k = r[:nd].T, min(k, nd)  # B × n_d: contiguous rows when r comes from ``walk``
+        nq = docs.shape[0]
+        kth = -xp.partition(-docs, k - 1, axis=1)[:, k - 1 : k]
+        keep = docs >= kth
+        tied = xp.nonzero(keep.sum(axis=1) > k)[0]  # ties at the k-th score: smaller ids first
+        if tied.size:
+            sub, th = docs[tied], kth[tied]
+            gt, eq = sub > th, sub == th
+            keep[tied] = gt | (eq & (xp.cumsum(eq, axis=1) <= k - gt.sum(axis=1, keepdims=True)))
+        qs, ids = xp.nonzero(keep)
+        vals, qs, ids = _host(docs[qs, ids]), _host(qs), _host(ids)
+        order = np.lexsort((ids, -vals, qs))  # exactly k per query, grouped by query
+        ids, vals = ids[order].reshape(nq, k), vals[order].reshape(nq, k)
         return ids.astype(np.int64), vals, _host(r[nd:].T)
 
     def doc_zoom(

@@ -218,3 +218,45 @@ def test_ppr_batch_matches_igraph():
         )
         assert np.abs(got[b] - np.asarray(ref)).max() < 1e-8
     np.testing.assert_allclose(got.sum(1), 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 3])
+def test_short_walks_equal_reference(engine, corpus, steps):
+    """Step 1 skips the product (r = 0) and step 2 is a sparse product: check T ≤ 3 too."""
+    q, qe = corpus["queries"][:6], corpus["query_entity"][:6]
+    r, _ = engine.walk(q, qe, T=steps)
+    for b in range(6):
+        _, ref_docs, ref_ent = reference_doc_zoom_single(
+            corpus["docs"], corpus["doc_entity"], q[b], qe[b], T=steps
+        )
+        assert np.abs(r[:N_DOC, b] - ref_docs).max() < 1e-12
+        assert np.abs(r[N_DOC:, b] - ref_ent).max() < 1e-12
+
+
+def test_scipy_product_and_float32_match(engine, corpus):
+    """The SciPy fallback (no torch) gives the torch/MKL product's scores; float32 stays
+    within 1e-8 of float64 and keeps the top-10."""
+    q, qe = corpus["queries"], corpus["query_entity"]
+    ids, scores, ent = engine.doc_zoom(q, qe)
+    fallback = engine.astype(np.float64)
+    fallback._spmm().tmat = None
+    ids2, scores2, ent2 = fallback.doc_zoom(q, qe)
+    np.testing.assert_array_equal(ids, ids2)
+    assert np.abs(scores - scores2).max() < 1e-15 and np.abs(ent - ent2).max() < 1e-15
+    ids3, scores3, ent3 = engine.astype(np.float32).doc_zoom(q, qe)
+    np.testing.assert_array_equal(ids, ids3)
+    assert np.abs(scores - scores3).max() < 1e-8 and np.abs(ent - ent3).max() < 1e-8
+
+
+def test_top_k_ties_prefer_smaller_ids():
+    e = make_engine("cpu")
+    e.n_d = 50
+    rng = np.random.default_rng(1)
+    r = np.round(rng.random((60, 40)) * 4) / 4  # many ties
+    r[:, :6] = 0  # columns with no score at all
+    ids, vals, ent = e._finish(r, 10)
+    for b in range(40):
+        ref = np.lexsort((np.arange(50), -r[:50, b]))[:10]
+        np.testing.assert_array_equal(ids[b], ref)
+        np.testing.assert_array_equal(vals[b], r[ref, b])
+    np.testing.assert_array_equal(ent, r[50:].T)
