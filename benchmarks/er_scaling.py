@@ -22,8 +22,10 @@ Timed:
   (default: the module constants COSINE_C0, FLOOR), fed the entities in batches of ``--batch``
   through ``Resolver.resolve`` — each batch against the stored canonical entities plus the
   earlier new ones of the batch; exact search up to
-  ``exact_limit`` (4,096) stored entities, faiss HNSW (M=32, efSearch 64) beyond. Only the
-  ``resolve`` calls are timed.
+  ``exact_limit`` (4,096) stored entities, beyond it the inverted file of ``VectorIndex``
+  (1,024 cells trained once on the first 4,096 vectors, each vector in its 2 nearest cells,
+  40 cells probed per query). Only the ``resolve`` calls are timed (index training and
+  inserts included).
 * all-pairs: what a quadratic system does — the full n×n similarity matrix (computed in
   blocks of 1,000 rows; each row masked to the entities before it), the top-k of each row, the
   same rescale and gradient rule, and the merge into the chosen earlier entity's cluster. Timed
@@ -37,7 +39,12 @@ rate = share of entities that end in an entity begun by another cluster; and ent
 clusters. BLAS runs with ``--blas-threads`` threads (default 1: one CPU, as a Ray actor with
 ``num_cpus=1`` has, and steadier numbers; on this shared 2-core machine two OpenBLAS threads made
 the resolver's many small products up to ~20× slower while other processes held the cores,
-and somewhat faster when the machine was idle). faiss runs single-threaded (``VectorIndex``).
+and somewhat faster when the machine was idle). ``VectorIndex`` starts no threads of its own.
+
+``--check-determinism`` resolves the largest size twice more (untimed) and reports whether
+every decision (action, chosen entity, candidates, scores) came out the same. ``--repeat N``
+times each size N times and reports the fastest (on a shared machine a single 10k run, ~2 s,
+varies by ±30 %, and the ratio with it).
 """
 
 from __future__ import annotations
@@ -136,8 +143,14 @@ def quality(data: Synthetic, entity_of: np.ndarray) -> Quality:
 
 
 def run_incremental(
-    data: Synthetic, batch: int, c0: float = COSINE_C0, floor: float = FLOOR
+    data: Synthetic,
+    batch: int,
+    c0: float = COSINE_C0,
+    floor: float = FLOOR,
+    keep: list | None = None,
 ) -> tuple[float, np.ndarray, dict]:
+    """(seconds in ``resolve``, entity labels, decision counts); ``keep`` collects the
+    decisions when given."""
     resolver = Resolver(dim=DIM, c0=c0, floor=floor)
     n = len(data.names)
     types, descriptions = ["X"] * batch, [""] * batch
@@ -155,6 +168,8 @@ def run_incremental(
         )
         seconds += time.perf_counter() - t0
         positions[start:end] = found
+        if keep is not None:
+            keep += decisions
         for d in decisions:
             actions[d.action] = actions.get(d.action, 0) + 1
     # Canonical position p was begun by the first entity that landed in it.
@@ -236,6 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blas-threads", type=int, default=1, help="0: the library default")
     ap.add_argument("--c0", type=float, default=COSINE_C0, help="default: the module constant")
     ap.add_argument("--floor", type=float, default=FLOOR, help="default: the module constant")
+    ap.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="resolve the largest size twice and compare every decision",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="resolve each size this many times and report the fastest (a shared machine)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -248,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         data = synthetic(n, args.seed)
         log(f"n={n}: {data.n_clusters} clusters; incremental ...")
         inc_s, inc_labels, actions = run_incremental(data, args.batch, args.c0, args.floor)
+        for _ in range(args.repeat - 1):
+            again, labels, _ = run_incremental(data, args.batch, args.c0, args.floor)
+            if not np.array_equal(labels, inc_labels):
+                log("  WARNING: a repeated run ended in other entities")
+            inc_s = min(inc_s, again)
         log(f"  incremental {inc_s:.1f}s {actions}; all-pairs ...")
         ap_s, extrapolated, ap_labels = run_all_pairs(
             data, args.allpairs_full, args.allpairs_sample_blocks, args.c0, args.floor
@@ -264,14 +295,25 @@ def main(argv: list[str] | None = None) -> int:
                 quality(data, ap_labels) if ap_labels is not None else None,
             )
         )
+    same = None
+    if args.check_determinism:
+        data = synthetic(sizes[-1], args.seed)
+        log(f"n={sizes[-1]}: determinism check (two more untimed runs) ...")
+        first: list = []
+        second: list = []
+        run_incremental(data, args.batch, args.c0, args.floor, keep=first)
+        run_incremental(data, args.batch, args.c0, args.floor, keep=second)
+        same = sum(a == b for a, b in zip(first, second, strict=True)), len(first)
     if limits is not None:
         limits.restore_original_limits()
 
+    index = Resolver(dim=DIM).index
     print(
         f"ER scaling: synthetic {DIM}-d names with planted aliases (seed {args.seed}); "
         f"Resolver g={G} top_k={TOP_K} c0={args.c0} floor={args.floor}, exact search ≤ "
-        f"4096 then HNSW; batches of {args.batch}; BLAS threads "
-        f"{args.blas_threads or 'default'}"
+        f"{index.exact_limit} then IVF ({index.n_lists} cells, {index.n_probe} probed, spill "
+        f"{index.spill}); batches of {args.batch}; BLAS threads {args.blas_threads or 'default'}"
+        + (f"; incremental time: fastest of {args.repeat} runs" if args.repeat > 1 else "")
     )
     print(
         f"{'n':>7s} {'incremental s':>14s} {'ent/s':>7s} {'all-pairs s':>13s} {'speedup':>8s}  "
@@ -304,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"incremental 100k/10k = {ratio:.2f} (target ≤ {RATIO_TARGET:.0f} for 10× the "
             f"entities: {verdict}); all-pairs 100k/10k = {ap_ratio:.1f}"
+        )
+    if same is not None:
+        print(
+            f"determinism: n={sizes[-1]} resolved twice more, {same[0]} of {same[1]} decisions "
+            f"identical ({'deterministic' if same[0] == same[1] else 'NOT deterministic'})"
         )
     print(f"wall time {time.perf_counter() - started:.0f}s")
     return 0

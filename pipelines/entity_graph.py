@@ -100,11 +100,11 @@ class CorpusResolver:
                 vectors[rows],
             )
             for i, position in zip(rows, positions, strict=True):
-                canonical = self.resolver.entities[position]
-                ids[i] = canonical.entity_id
+                ids[i] = self.resolver.entities[position].entity_id
+                # names the document merged into this entity: aliases, and in the name lookup
+                # so that a later document using one of them merges at once
                 for alias in entities[i]["aliases"]:
-                    if alias != canonical.name and alias not in canonical.aliases:
-                        canonical.aliases.append(alias)
+                    self.resolver.add_alias(position, alias)
             for i, entity in enumerate(entities):
                 if entity["type"] in STRUCTURAL_TYPES:
                     node_id = entity["node_ids"][0]

@@ -149,3 +149,115 @@ def test_vector_index_matches_exact_search(n):
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact, strict=True)])
     assert recall >= 0.95
     assert np.all(np.diff(sims, axis=1) <= 1e-6)
+
+
+def test_batches_decide_as_one_entity_at_a_time():
+    # planted aliases (some within a batch, some across batches), exact search throughout
+    rng = np.random.default_rng(4)
+    base = _unit(rng, 150, 32)
+    noise = _unit(rng, 300, 32)
+    vectors = np.concatenate([base, base[rng.integers(0, 150, 300)] + 0.35 * noise])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors[rng.permutation(len(vectors))]
+    names = [f"entity {i}" for i in range(len(vectors))]
+    outcomes = []
+    for batch in (1, 64, len(vectors)):
+        resolver = Resolver(dim=32)
+        decisions = []
+        for start in range(0, len(vectors), batch):
+            end = start + batch
+            decisions += resolver.resolve(
+                names[start:end], ["X"] * batch, [""] * batch, vectors[start:end]
+            )[1]
+        outcomes.append(decisions)
+    actions = {d.action for d in outcomes[0]}
+    assert MERGE in actions and NEW in actions
+    for other in outcomes[1:]:
+        for a, b in zip(outcomes[0], other, strict=True):
+            assert (a.action, a.entity_id, a.candidate_ids) == (
+                b.action,
+                b.entity_id,
+                b.candidate_ids,
+            )
+            assert np.allclose(a.scores, b.scores, atol=2e-5)
+
+
+def test_ivf_probing_every_cell_is_exact_search():
+    rng = np.random.default_rng(5)
+    vectors = _unit(rng, 3000, 24)
+    queries = _unit(rng, 40, 24)
+    index = VectorIndex(24, exact_limit=400, n_lists=32, n_probe=32, spill=2)
+    for start in range(0, 3000, 700):
+        index.add(vectors[start : start + 700])
+    assert index.is_ivf
+    ids, sims = index.search(queries, 10)
+    exact = queries @ vectors.T
+    expected = np.lexsort((np.arange(3000)[None, :].repeat(40, 0), -exact), axis=1)[:, :10]
+    assert (ids == expected).all()  # each id once, though every vector sits in two cells
+    assert np.allclose(sims, np.take_along_axis(exact, ids, axis=1), atol=1e-5)
+
+
+def test_ivf_is_deterministic_and_independent_of_batch_sizes():
+    rng = np.random.default_rng(6)
+    vectors = _unit(rng, 4000, 32)
+    queries = vectors[::97] + 0.05 * _unit(rng, len(vectors[::97]), 32)
+    answers = []
+    for batch in (4000, 333, 333):
+        index = VectorIndex(32, exact_limit=500)
+        for start in range(0, 4000, batch):
+            index.add(vectors[start : start + batch])
+        answers.append(index.search(queries, 10))
+    for ids, sims in answers[1:]:
+        assert (ids == answers[0][0]).all() and (sims == answers[0][1]).all()
+    ids = answers[0][0]
+    assert (ids[:, 0] == np.arange(0, 4000, 97)).all()
+    assert ((ids >= 0).sum(axis=1) == 10).all()
+
+
+def test_corpus_resolver_remembers_aliases_found_within_a_document(tmp_path):
+    from pipelines.entity_graph import CorpusResolver
+
+    rng = np.random.default_rng(7)
+    v = _unit(rng, 3, 16)
+    resolver = CorpusResolver(str(tmp_path), dim=16)
+
+    def doc(doc_id, name, aliases, vector):
+        entity = {"name": name, "type": "ORG", "description": "", "aliases": aliases}
+        return {"doc_id": doc_id, "entities": [entity], "vectors": vector.tobytes()}
+
+    first = resolver.resolve([doc("a", "International Business Machines", ["IBM"], v[0])])[0]
+    # a later document names it by the alias only, with an unrelated name vector
+    second = resolver.resolve([doc("b", "IBM", [], v[1]), doc("c", "ibm", [], v[2])])
+    assert second[0]["entity_ids"] == first["entity_ids"]
+    assert second[1]["entity_ids"] == first["entity_ids"]
+    assert [r["decisions"][0]["action"] for r in second] == [EXACT, EXACT]
+    assert resolver.size() == 1
+    assert resolver.resolver.entities[0].aliases[0] == "IBM"
+
+
+def test_resolution_past_the_exact_limit_is_deterministic_and_finds_aliases():
+    rng = np.random.default_rng(8)
+    base = _unit(rng, 1200, 32)
+    alias = base[:300] + 0.1 * _unit(rng, 300, 32)
+    vectors = np.concatenate([base, alias / np.linalg.norm(alias, axis=1, keepdims=True)])
+    names = [f"entity {i}" for i in range(len(vectors))]
+    runs = []
+    for _ in range(2):
+        resolver = Resolver(dim=32, exact_limit=400)
+        positions, decisions = [], []
+        for start in range(0, len(vectors), 250):
+            end = start + 250
+            found, made = resolver.resolve(
+                names[start:end], ["X"] * 250, [""] * 250, vectors[start:end]
+            )
+            positions += found
+            decisions += made
+        assert resolver.index.is_ivf
+        runs.append((positions, decisions))
+    assert runs[0] == runs[1]
+    positions = runs[0][0]
+    assert sum(positions[1200 + i] == positions[i] for i in range(300)) >= 295
+
+
+def test_an_empty_batch_resolves_to_nothing():
+    assert Resolver(dim=16).resolve([], [], [], np.zeros((0, 16), np.float32)) == ([], [])
