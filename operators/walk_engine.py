@@ -222,6 +222,24 @@ class _SpMM:
         return out
 
 
+def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``scores`` (B × n, NumPy or CuPy), the ``min(k, n)`` best columns, best
+    first, ties at equal score by smaller column: (ids int64, scores) on the host."""
+    nq, k = scores.shape[0], min(k, scores.shape[1])
+    kth = -xp.partition(-scores, k - 1, axis=1)[:, k - 1 : k]
+    keep = scores >= kth
+    tied = xp.nonzero(keep.sum(axis=1) > k)[0]  # ties at the k-th score: smaller ids first
+    if tied.size:
+        sub, th = scores[tied], kth[tied]
+        gt, eq = sub > th, sub == th
+        keep[tied] = gt | (eq & (xp.cumsum(eq, axis=1) <= k - gt.sum(axis=1, keepdims=True)))
+    qs, ids = xp.nonzero(keep)
+    vals, qs, ids = _host(scores[qs, ids]), _host(qs), _host(ids)
+    order = np.lexsort((ids, -vals, qs))  # exactly k per row, grouped by row
+    ids, vals = ids[order].reshape(nq, k), vals[order].reshape(nq, k)
+    return ids.astype(np.int64), vals
+
+
 class WalkEngine:
     """Holds the query-independent Doc-Zoom graph once; runs batched walks on one backend."""
 
@@ -405,21 +423,10 @@ class WalkEngine:
 
     def _finish(self, r: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-k documents per column of ``r`` (ties: smaller id first); entity scores."""
-        xp, nd = self.backend.xp, self.n_d
-        docs, k = r[:nd].T, min(k, nd)  # B × n_d: contiguous rows when r comes from ``walk``
-        nq = docs.shape[0]
-        kth = -xp.partition(-docs, k - 1, axis=1)[:, k - 1 : k]
-        keep = docs >= kth
-        tied = xp.nonzero(keep.sum(axis=1) > k)[0]  # ties at the k-th score: smaller ids first
-        if tied.size:
-            sub, th = docs[tied], kth[tied]
-            gt, eq = sub > th, sub == th
-            keep[tied] = gt | (eq & (xp.cumsum(eq, axis=1) <= k - gt.sum(axis=1, keepdims=True)))
-        qs, ids = xp.nonzero(keep)
-        vals, qs, ids = _host(docs[qs, ids]), _host(qs), _host(ids)
-        order = np.lexsort((ids, -vals, qs))  # exactly k per query, grouped by query
-        ids, vals = ids[order].reshape(nq, k), vals[order].reshape(nq, k)
-        return ids.astype(np.int64), vals, _host(r[nd:].T)
+        nd = self.n_d
+        # B × n_d: contiguous rows when r comes from ``walk``
+        ids, vals = top_k_rows(r[:nd].T, k, self.backend.xp)
+        return ids, vals, _host(r[nd:].T)
 
     def doc_zoom(
         self,

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 from operators.models import ModelBackend, ModelConfig, load_backend
 from operators.retrievers import Bm25Retriever, DenseRetriever
-from operators.walk_engine import TOP_K, make_engine
+from operators.walk_engine import TOP_K, make_engine, top_k_rows
 from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
 
 METHODS = ("zoom", "bm25", "dense")
@@ -129,7 +129,7 @@ class Retrieval:
         (B × n_entities), each query independent of the others in the batch."""
         nd, nq = self.corpus.n_docs, len(vectors)
         first = _node_distribution(self.engine.walk(vectors, query_entity)[0], nd)
-        best = _top_k(first[:, :nd], BRIDGE_DOCS)
+        best, _ = top_k_rows(first[:, :nd], BRIDGE_DOCS)
         owner = sp.csr_matrix(
             (np.ones(best.size), (np.repeat(np.arange(nq), best.shape[1]), np.arange(best.size))),
             shape=(nq, best.size),
@@ -147,8 +147,7 @@ class Retrieval:
     def _zoom(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[DocHit]]:
         query_entity = self.link_entities(queries)
         docs, entity_scores = self.doc_zoom_scores(vectors, query_entity)
-        ids = _top_k(docs, max(k, TOP_K))
-        scores = np.take_along_axis(docs, ids, axis=1)
+        ids, scores = top_k_rows(docs, max(k, TOP_K))
         results = [self._hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
         self._attach_chunks(results, ids, entity_scores)
         return results
@@ -224,16 +223,6 @@ class Retrieval:
             )
             for rank, (d, s) in enumerate(zip(ids, scores, strict=True))
         ]
-
-
-def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the ``k`` best columns, best first (ties: smaller column first)."""
-    k = min(k, scores.shape[1])
-    out = np.empty((len(scores), k), np.int64)
-    for q, row in enumerate(scores):
-        candidates = np.flatnonzero(row >= np.partition(row, len(row) - k)[len(row) - k])
-        out[q] = candidates[np.argsort(-row[candidates], kind="stable")][:k]
-    return out
 
 
 def _node_distribution(r, n_docs: int) -> np.ndarray:
