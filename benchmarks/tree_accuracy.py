@@ -30,7 +30,7 @@ micro-averaged P / R / F1 (tp, fp, fn summed over documents), the macro F1 over 
 the method (measured in the worker that ran it, so with ``--workers > 1`` or on a busy machine
 it includes CPU contention).
 
-pymupdf4llm results are cached (key: PDF path, size, mtime, pymupdf4llm version, mode) under
+pymupdf4llm results are cached (key: sha256 of the PDF, pymupdf4llm version, mode) under
 ``$BOOKINDEX_CACHE_DIR`` or ``~/.cache/bookindex/tree_accuracy``; a cached result reports the
 time measured when it was computed. ``--no-cache`` recomputes. bookindex methods are never
 cached. If ``operators.sections`` cannot be imported, the bookindex columns are skipped with a
@@ -163,8 +163,10 @@ def _p4llm_version() -> str:
 
 
 def _cache_path(cache_dir: Path, pdf: Path, mode: str) -> Path:
-    st = pdf.stat()
-    key = f"{pdf.resolve()}|{st.st_size}|{st.st_mtime_ns}|pymupdf4llm-{_p4llm_version()}|{mode}"
+    """Keyed by the PDF's bytes (not its path or mtime: a re-copied data folder still hits),
+    the pymupdf4llm version and the mode."""
+    digest = hashlib.sha256(pdf.read_bytes()).hexdigest()
+    key = f"{digest}|pymupdf4llm-{_p4llm_version()}|{mode}"
     return cache_dir / f"{hashlib.sha1(key.encode()).hexdigest()}.json"
 
 

@@ -29,7 +29,13 @@ default everything runs on one core, as igraph's PRPACK and the SciPy walk do. R
   timed alone) must read S's data + indices + indptr once and read and write the N × 256
   state once; that many bytes per second of the step, against the measured copy bandwidth
   (``np.copyto`` of a 512 MiB array; read + write bytes counted), and the bytes the CSR × dense
-  product actually gathers (one state row per nonzero: nnz · B · item per step).
+  product actually gathers (one state row per nonzero: nnz · B · item per step);
+* the roofline: the step's multiply-adds (nnz · B) against a dense GEMM's multiply-adds per
+  second on the same threads (the compute roof), and the step time the roofline allows,
+  max(bytes / copy bandwidth, multiply-adds / GEMM rate). At ~64 nonzeros per node and
+  B = 256 the step does ~6 multiply-adds per byte it must move, above this machine's balance
+  (~1-3): it is bound by arithmetic and by the gathers, not by streaming memory, so the
+  memory-only bound is not reachable by any CSR × dense kernel here.
 """
 
 from __future__ import annotations
@@ -52,6 +58,27 @@ def copy_bandwidth(n_bytes: int = 512 << 20, repeats: int = 5) -> float:
     dst = np.empty_like(src)
     best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(repeats))
     return 2 * src.nbytes / best
+
+
+def fma_rate(dtype: type = np.float32, n: int = 2048, repeats: int = 3) -> float:
+    """Best-of-``repeats`` multiply-adds per second of a dense n × n × n product (torch, else
+    NumPy), on the threads ``set_threads`` allows: the compute roof for the step."""
+    a = np.random.default_rng(0).random((n, n)).astype(dtype)
+    try:
+        import torch
+
+        ta, out = torch.from_numpy(a), torch.empty(n, n, dtype=torch.from_numpy(a).dtype)
+
+        def product() -> None:
+            torch.mm(ta, ta, out=out)
+    except ImportError:
+        out_np = np.empty_like(a)
+
+        def product() -> None:
+            np.matmul(a, a, out=out_np)
+
+    product()
+    return n**3 / min(_timed(product) for _ in range(repeats))
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -235,6 +262,10 @@ def main(argv: list[str] | None = None) -> None:
     state_bytes = 2 * engine.N * 256 * item
     achieved = (sparse_bytes + state_bytes) / t_step
     gather = S.nnz * 256 * item / t_step
+    fma = fma_rate(np.dtype(engine.backend.dtype).type) if engine.device == "cpu" else 0.0
+    step_fma = S.nnz * 256  # one multiply-add per nonzero and query
+    t_memory = (sparse_bytes + state_bytes) / bw
+    t_roof = max(t_memory, step_fma / fma) if fma else t_memory
     print()
     print(f"{'measure':<56} {'value':>14}")
     for name, value in [
@@ -262,6 +293,17 @@ def main(argv: list[str] | None = None) -> None:
         ("copy bandwidth (np.copyto, read + write)", f"{bw / 1e9:.2f} GB/s"),
         ("ratio achieved / copy bandwidth", f"{achieved / bw:.3f}"),
         ("state bytes gathered by the product (nnz·B·item)/s", f"{gather / 1e9:.2f} GB/s"),
+        ("  ratio gathered bytes/s / copy bandwidth", f"{gather / bw:.3f}"),
+        ("multiply-adds per step (nnz·B)", f"{step_fma / 1e6:.0f} M"),
+        (
+            "  per byte of the step (arithmetic intensity)",
+            f"{step_fma / (sparse_bytes + state_bytes):.1f}",
+        ),
+        ("dense GEMM multiply-adds/s (compute roof)", f"{fma / 1e9:.1f} G" if fma else "n/a"),
+        ("  machine balance (multiply-adds per copied byte)", f"{fma / bw:.1f}" if fma else "n/a"),
+        ("step time at the memory bound (s)", f"{t_memory:.4f}"),
+        ("step time at the roofline max(memory, compute) (s)", f"{t_roof:.4f}"),
+        ("ratio roofline time / measured step", f"{t_roof / t_step:.3f}"),
     ]:
         print(f"{name:<56} {value:>14}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

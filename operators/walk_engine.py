@@ -348,9 +348,14 @@ class WalkEngine:
         nq = q.shape[0]
         out = [(xp.zeros(0, dtype=xp.int64),) * 2 + (xp.zeros(0, dtype=F64),)]
         blocks = _row_blocks(nq, nd)
+        buf = xp.empty((min(blocks.step, nq), nd), dtype=F64)  # reused across blocks
         for lo in blocks:
-            w = xp.exp(q[lo : lo + blocks.step] @ self.X.T)
-            r, k = xp.nonzero(w > (w.mean(axis=1) + N_STD * w.std(axis=1))[:, None])
+            block = q[lo : lo + blocks.step]
+            w = xp.matmul(block, self.X.T, out=buf[: len(block)])
+            xp.exp(w, out=w)
+            # one pass for Σw and one for Σw² (no (w − mean)² temporary, as w.std would make)
+            mean, std = _stats(xp, w.sum(axis=1), xp.einsum("ij,ij->i", w, w), nd)
+            r, k = xp.nonzero(w > (mean + N_STD * std)[:, None])
             out.append((r + lo, k, w[r, k]))
         hb, hj, hv = (xp.concatenate(p) for p in zip(*out, strict=True))
         hv = hv * (xp.bincount(hb, minlength=nq) * _inv(xp, xp.bincount(hb, hv, minlength=nq)))[hb]
