@@ -75,23 +75,34 @@ class BodyStyle:
 def body_style(blocks: list[Block]) -> BodyStyle:
     sizes: Counter = Counter()
     families: Counter = Counter()
-    gaps: list[float] = []
     bold_chars = 0
     total = 0
     for b in blocks:
         if b.kind == TEXT:
             sizes[round(b.font_size * 2) / 2] += len(b.text)
             families[font_family(b.font)] += len(b.text)
-            gaps.append(b.space_above)
             total += len(b.text)
             bold_chars += len(b.text) if b.bold else 0
     if not sizes:
         return BodyStyle(font_size=10.0, bold=False, family="")
+    font_size = sizes.most_common(1)[0][0]
+
+    def body_text(b: Block) -> bool:
+        return b.kind == TEXT and round(b.font_size * 2) / 2 == font_size
+
+    # The gap between two body paragraphs in a row: not a note's, a caption's or the first
+    # paragraph's under a running header, which are wider and would hide a heading's space.
+    between = sorted(
+        b.space_above
+        for a, b in zip(blocks, blocks[1:], strict=False)
+        if a.page == b.page and body_text(a) and body_text(b)
+    )
+    at_body = sorted(b.space_above for b in blocks if body_text(b))
     return BodyStyle(
-        font_size=sizes.most_common(1)[0][0],
+        font_size=font_size,
         bold=bold_chars > total / 2,
         family=families.most_common(1)[0][0],
-        paragraph_gap=sorted(gaps)[len(gaps) // 2],
+        paragraph_gap=min(g[len(g) // 2] for g in (between, at_body) if g),
     )
 
 

@@ -49,3 +49,20 @@ def test_furniture_bookmarks_are_not_sections(shared_data):
     for furniture in ("Cover", "Half Title", "Series Page", "Title Page", "Copyright Page"):
         assert furniture not in titles
     assert "List of abbreviations" in titles
+
+
+def test_paragraph_gap_ignores_footnotes(shared_data):
+    # This thesis sets its lettered sections ("A. The Glucoamylase") in body-size italics with
+    # a line of space above, and its pages end in long footnotes set far apart. Measured over
+    # every block, the "typical paragraph gap" was a footnote's, wider than these headings'
+    # space, so they read as emphasis in the flow of the text and were lost.
+    pdf = _book(shared_data, "aegis-or-achilles-heel")
+    headings = extract_headings(str(pdf), use_outline=False)
+    titles = {(title, page) for _, title, page in headings}
+    for title, page in [
+        ("A. The Glucoamylase", 16),
+        ("E. Concluding Remarks", 42),
+        ("C. Rethinking the Role of Homology Language", 37),
+    ]:
+        assert (title, page) in titles, (title, page)
+    assert score(headings, load_hips_gold(pdf.stem))["recall"] >= 0.6
