@@ -6,20 +6,31 @@ the two baselines (BM25, dense), one call for a batch of queries.
     # per query: [DocHit(rank order) with .chunks (Chunk-Zoom evidence) for zoom]
 
 Doc-Zoom here is two batched walks on the same graph (documents, the index's entities and the
-title entities of a passage corpus, ``pipelines.retrieval_corpus``):
+title entities of a passage corpus, ``pipelines.retrieval_corpus``), read as two ranked lists:
 
-1. the query walk: the query node links to documents by exp(cos) (sparsified) and to the
-   entities its text names (capitalised names, accents folded);
-2. the bridge walk: a second start node links to the entities of the query walk's best
-   document that the query does not name (its title, the titles it cites, its named entities),
-   so the walk reaches the documents one hop further (the next hop of a multi-hop question).
+1. the query list: the passages whose own title the query names (``named_passages``: the
+   query links their title entity), then every other document, each group in the order of the
+   query walk (the query node links to documents by exp(cos), sparsified, and to the entities
+   its text names: capitalised names, accents folded);
+2. the bridge list: a second walk whose start node links only to the entities of the query
+   list's first document that the query does not name (its title, the titles it cites, its
+   named entities), so it reaches the documents one hop further (the next hop of a multi-hop
+   question); its document distribution is multiplied by exp(cos(query, document)), the
+   weight the query walk gives its own document links, so that of the next-hop documents
+   those about the question come first; the seed document itself is left out.
 
-A document's score is the equal mix of the two walks' document distributions (each normalised
-to sum 1 over documents): ``(1 − BRIDGE_WEIGHT)·r_query + BRIDGE_WEIGHT·r_bridge``, or the
-query walk alone where the bridge walk has no seed; entity scores, inherited by Chunk-Zoom, are
-mixed the same way. Why two walks: in a single walk (restart 0.8 at the query) a document
-reached only through another document scores orders of magnitude below every document the
-query links to directly, so the next hop of a question never reaches the top ranks.
+The ranking takes the two lists' documents in turn (query list first), each list skipping
+documents already taken; a query whose bridge walk reached no document (no seeds) keeps the
+query list alone. The document at position p scores 1/(1 + p). Entity scores, inherited by
+Chunk-Zoom, are the equal mix of the two walks' distributions (each normalised to sum 1 over
+documents). Why two lists: in a single walk (restart 0.8 at the query) a document reached only
+through another document scores orders of magnitude below every document the query links to
+directly, and mixing the two walks' scores still ranks the second hop below the query walk's
+near neighbours (the bridge walk's mass sits mostly on its seed); taking the lists in turn puts
+the bridge walk's best new document second. Why named titles first: a question names the
+subject of its first hop by the title of its passage ("Who is older, Sid Haig or Vic
+Darchinyan?"); the walk spreads a named entity's mass over every passage that mentions it,
+and the title passage, one of many, can fall out of the top ranks.
 """
 
 from __future__ import annotations
@@ -37,8 +48,7 @@ from operators.walk_engine import TOP_K, make_engine, top_k_rows
 from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
 
 METHODS = ("zoom", "bm25", "dense")
-BRIDGE_DOCS = 1  # bridge seeds: entities of the query walk's best document(s)
-BRIDGE_WEIGHT = 0.5  # share of the bridge walk in the mixed document distribution
+BRIDGE_WEIGHT = 0.5  # share of the bridge walk in the entity scores handed to Chunk-Zoom
 
 
 @dataclass
@@ -122,31 +132,49 @@ class Retrieval:
         shape = (len(queries), len(self.corpus.entity_ids))
         return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
 
+    def named_passages(self, query_entity: sp.csr_matrix) -> sp.csr_matrix:
+        """Query–document indicator (n_queries × n_docs): the passages whose own title the
+        query names (their title entity is among the query's links)."""
+        own = self.corpus.title_entity
+        nq, nd = query_entity.shape[0], self.corpus.n_docs
+        if own is None or not (own >= 0).any():
+            return sp.csr_matrix((nq, nd), dtype=np.float32)
+        docs = np.flatnonzero(own >= 0)
+        hit = sp.csr_matrix(query_entity)[:, own[docs]].tocoo()
+        keep = hit.data > 0
+        return sp.csr_matrix(
+            (np.ones(int(keep.sum()), np.float32), (hit.row[keep], docs[hit.col[keep]])),
+            shape=(nq, nd),
+        )
+
     def doc_zoom_scores(
-        self, vectors: np.ndarray, query_entity: sp.csr_matrix
+        self, vectors: np.ndarray, query_entity: sp.csr_matrix, depth: int = TOP_K
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Mixed Doc-Zoom scores (module docstring): documents (B × n_docs) and entities
-        (B × n_entities), each query independent of the others in the batch."""
+        """Doc-Zoom scores (module docstring): documents (B × n_docs; the fused ranking's
+        first ``depth`` documents score 1/(1 + position), the rest 0) and entities
+        (B × n_entities, the mixed walk distribution), each query independent of the batch."""
         nd, nq = self.corpus.n_docs, len(vectors)
         first = _node_distribution(self.engine.walk(vectors, query_entity)[0], nd)
-        best, _ = top_k_rows(first[:, :nd], BRIDGE_DOCS)
-        owner = sp.csr_matrix(
-            (np.ones(best.size), (np.repeat(np.arange(nq), best.shape[1]), np.arange(best.size))),
-            shape=(nq, best.size),
-        )
-        seeds = (owner @ self.corpus.doc_entity[best.ravel()] > 0).astype(np.float32)
+        # The query list: passages the query names by title first, then by the query walk.
+        query_list = first[:, :nd] + 2.0 * self.named_passages(query_entity).toarray()
+        best, _ = top_k_rows(query_list, 1)
+        seeds = (self.corpus.doc_entity[best[:, 0]] > 0).astype(np.float32)
         seeds = (seeds - seeds.multiply(query_entity > 0)).tocsr()  # only what the query lacks
         seeds.eliminate_zeros()
         # The bridge walk's start node has no document links (a zero vector links none).
         second = _node_distribution(self.engine.walk(np.zeros_like(vectors), seeds)[0], nd)
-        # A query whose bridge walk reached no document (no seeds) keeps its query walk alone.
-        weight = np.where(second[:, :nd].sum(axis=1, keepdims=True) > 0, BRIDGE_WEIGHT, 0.0)
-        mixed = (1 - weight) * first + weight * second
-        return mixed[:, :nd], mixed[:, nd:]
+        reached = second[:, :nd].sum(axis=1) > 0  # no seeds: the query list alone
+        # The bridge list: bridge walk × exp(cos(query, document)), its seed left out.
+        bridge_list = second[:, :nd] * np.exp(_unit(vectors) @ self.corpus.doc_vectors.T)
+        bridge_list[np.arange(nq), best[:, 0]] = -1.0
+        docs = _round_robin(query_list, bridge_list, reached, min(depth, nd))
+        weight = np.where(reached[:, None], BRIDGE_WEIGHT, 0.0)
+        entities = (1 - weight) * first[:, nd:] + weight * second[:, nd:]
+        return docs, entities
 
     def _zoom(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[DocHit]]:
         query_entity = self.link_entities(queries)
-        docs, entity_scores = self.doc_zoom_scores(vectors, query_entity)
+        docs, entity_scores = self.doc_zoom_scores(vectors, query_entity, max(k, TOP_K))
         ids, scores = top_k_rows(docs, max(k, TOP_K))
         results = [self._hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
         self._attach_chunks(results, ids, entity_scores)
@@ -223,6 +251,46 @@ class Retrieval:
             )
             for rank, (d, s) in enumerate(zip(ids, scores, strict=True))
         ]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norm > 0, norm, 1.0)
+
+
+def _round_robin(
+    query_list: np.ndarray, bridge_list: np.ndarray, bridged: np.ndarray, depth: int
+) -> np.ndarray:
+    """Fused document scores (B × n_docs): the two lists' best documents taken in turn (query
+    list, bridge list, query list, ...), each list skipping documents already taken; a row
+    with ``bridged`` false takes the query list alone. The document at position p of the fused
+    ranking scores 1/(1 + p) for p < ``depth``; the others 0."""
+    nq, nd = query_list.shape
+    out = np.zeros((nq, nd))
+    if depth <= 0:
+        return out
+    q_ids, _ = top_k_rows(query_list, depth)
+    b_ids, b_scores = top_k_rows(bridge_list, depth)
+    for row in range(nq):
+        lists = [list(q_ids[row])]
+        if bridged[row]:
+            lists.append([d for d, v in zip(b_ids[row], b_scores[row], strict=True) if v > 0])
+        taken: dict[int, None] = {}
+        heads = [0] * len(lists)
+        turn = 0
+        while len(taken) < depth and any(h < len(x) for h, x in zip(heads, lists, strict=True)):
+            ids = lists[turn % len(lists)]
+            h = heads[turn % len(lists)]
+            while h < len(ids) and int(ids[h]) in taken:
+                h += 1
+            if h < len(ids):
+                taken[int(ids[h])] = None
+                h += 1
+            heads[turn % len(lists)] = h
+            turn += 1
+        out[row, list(taken)] = 1.0 / (1.0 + np.arange(len(taken)))
+    return out
 
 
 def _node_distribution(r, n_docs: int) -> np.ndarray:

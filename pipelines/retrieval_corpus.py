@@ -8,7 +8,9 @@ Entities are those of the index plus, for passage corpora, one title entity per 
 passage title (``operators.entity_linking.title_links``), computed here when the corpus is
 loaded: it links the passages with that title and every passage whose text names the title,
 the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
-(columns from ``n_index_entities`` on), with ids ``title:<normalised title>``.
+(columns from ``n_index_entities`` on), with ids ``title:<normalised title>``. ``title_entity``
+gives each passage its own title's entity (-1: none), so that a question that names a title can
+be led to the passages that carry it (``pipelines.retrieval``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class RetrievalCorpus:
     leaves: dict[int, list[Chunk]] = field(default_factory=dict)
     passage: list[bool] = field(default_factory=list)
     n_index_entities: int = -1  # entities from the index; title entities follow (-1: all)
+    title_entity: np.ndarray | None = None  # per document: its own title entity, -1 none
     _linker: EntityLinker | None = None
     _query_linker: EntityLinker | None = None
 
@@ -161,6 +164,13 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
     )
     doc_entity.sum_duplicates()
     doc_entity.data[:] = 1.0
+    entity_column = {e: i for i, e in enumerate(entity_ids)}
+    own_title = [
+        entity_column.get(TITLE_ENTITY + normalise_name(strip_accents(t)), -1)
+        if p and t.strip()
+        else -1
+        for t, p in zip(titles, passage, strict=True)
+    ]
     return RetrievalCorpus(
         doc_ids=docs["doc_id"].to_list(),
         uris=docs["uri"].to_list(),
@@ -173,4 +183,5 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
         leaves=leaves,
         passage=passage,
         n_index_entities=n_index_entities,
+        title_entity=np.asarray(own_title, np.int64),
     )
