@@ -3,15 +3,18 @@
 Run from the repo root (progress goes to stderr, the table to stdout)::
 
     python -m benchmarks.index_throughput [--corpus hips,mmlongbench,docugami] [--limit N]
-        [--baseline-pages N] [--skip-baseline]
+        [--baseline-pages N] [--skip-baseline] [--enrich]
 
 Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/documents``, where
 ``<data>`` is ``$BOOKINDEX_SHARED_DATA`` or ``<repo>/../shared/data``. Rows of the table:
 
 * ``(a) bookindex``: ``pipelines.index_pipeline.run_index(pdfs, fresh_dir,
-  IndexOptions(parse_workers=2))`` — the whole job (hash, probe, parse, sections, tree, Lance
-  write) on Ray with 2 CPUs. Ray start-up is excluded: Ray is started first and a warm-up run
-  on a generated 3-page PDF (another output dir) warms the workers before the timed run.
+  IndexOptions(parse_workers=2, enrich=False))`` — the indexing job (hash, probe, parse,
+  sections, tree, layout graph, Lance write) on Ray with 2 CPUs. The entity graph stage
+  (``enrich``: node vectors, entity extraction and resolution, ~20 nodes/s on CPU) is measured
+  by ``benchmarks.enrich_throughput``; ``--enrich`` includes it here too. Ray start-up is
+  excluded: Ray is started first and a warm-up run on a generated 3-page PDF (another output
+  dir) warms the workers before the timed run.
   Pages = ``Summary.pages`` (pages of documents that did not fail).
 * ``(a') bookindex 1 proc``: reference only — ``parse_pages`` + ``assemble_document`` per
   PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
@@ -99,7 +102,7 @@ def baseline_pages(counts: list[int], budget: int) -> list[int]:
     return take
 
 
-def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path) -> Row:
+def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path, enrich: bool = False) -> Row:
     import ray
 
     from pipelines.index_pipeline import IndexOptions, run_index
@@ -108,7 +111,7 @@ def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path) -> Row:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
-        options = IndexOptions(parse_workers=2)
+        options = IndexOptions(parse_workers=2, enrich=enrich)
         log("(a) warm-up run ...")
         run_index([str(warmup)], tmp / "warmup_index", options)
         log(f"(a) timed run on {len(pdfs)} PDFs ...")
@@ -118,7 +121,7 @@ def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path) -> Row:
         log(f"(a) {summary.line()}")
         for failure in summary.failures[:5]:
             log(f"(a) failure: {failure['uri']} [{failure['stage']}] {failure['error']}")
-        method = "(a) bookindex run_index, Ray 2 workers"
+        method = "(a) bookindex run_index, Ray 2 workers" + (", enrich" if enrich else "")
         return Row(method, len(pdfs), summary.pages, seconds, summary.failed)
     finally:
         ray.shutdown()
@@ -202,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N PDFs per set")
     ap.add_argument("--baseline-pages", type=int, default=300, help="pages timed for (b)")
     ap.add_argument("--skip-baseline", action="store_true", help="do not run (b)")
+    ap.add_argument("--enrich", action="store_true", help="(a) includes the entity graph stage")
     args = ap.parse_args(argv)
     corpora = [c.strip() for c in args.corpus.split(",") if c.strip()]
     if bad := [c for c in corpora if c not in CORPUS_GLOBS]:
@@ -216,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         warmup = tmp / "warmup.pdf"
         make_warmup_pdf(warmup)
-        index_row = run_bookindex(pdfs, warmup, tmp)
+        index_row = run_bookindex(pdfs, warmup, tmp, enrich=args.enrich)
         rows = [index_row, run_single_process(pdfs, warmup)]
         if not args.skip_baseline:
             base_row, mode = run_baseline(pdfs, counts, args.baseline_pages, warmup)

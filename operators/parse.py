@@ -12,12 +12,15 @@ headers and footers, the body font, which candidates are sections) are made late
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import re
 from dataclasses import asdict, dataclass, field
 
 import pymupdf
+
+from operators.tables import ruled_tables, table_grid
 
 # Block kinds produced here. ``operators.blocks`` refines "text" into title candidates,
 # headers/footers, captions and lists once it has seen the whole document.
@@ -227,11 +230,12 @@ class Rulings:
         return len(self.ys) >= 3 and len(self.xs) >= 3 and self.other <= 200
 
 
-def _rulings(page: pymupdf.Page) -> Rulings:
+def _rulings(page: pymupdf.Page, paths: list[dict] | None = None) -> Rulings:
     """Rules are straight strokes and thin rectangles at least ``_MIN_RULE`` long, and the
-    sides of stroked boxes; filled boxes are backgrounds and frames."""
+    sides of stroked boxes; filled boxes are backgrounds and frames. ``paths``: the page's
+    ``get_cdrawings()`` when the caller has them already."""
     found = Rulings()
-    for path in page.get_cdrawings():
+    for path in page.get_cdrawings() if paths is None else paths:
         stroked = "s" in path.get("type", "s")
         for item in path["items"]:
             if item[0] == "l":
@@ -307,20 +311,20 @@ def _join_same_line(blocks: list[Block]) -> list[Block]:
     return joined
 
 
-def _cell_texts(table, words: list[tuple]) -> list[list[str]]:
-    """Cell text by word centres. (Table.extract() matches every character to every cell in
-    Python, most of a page's time, and drops the spaces of wrapped cells.)"""
-    table_rows = table.rows  # a property that recomputes the rows on every access
-    rows: list[list[list[str]]] = [[[] for _ in row.cells] for row in table_rows]
-    x0, y0, x1, y1 = table.bbox
+def _cell_texts(grid: list[tuple], bbox: tuple, words: list[tuple]) -> list[list[str]]:
+    """Cell text by word centres. ``grid``: (row bbox, cells) per row, a cell ``None`` where
+    a merged cell covers the slot. (find_tables' Table.extract() matched every character to
+    every cell in Python and dropped the spaces of wrapped cells.)"""
+    rows: list[list[list[str]]] = [[[] for _ in cells] for _, cells in grid]
+    x0, y0, x1, y1 = bbox
     for wx0, wy0, wx1, wy1, text, *_ in words:
         cx, cy = (wx0 + wx1) / 2, (wy0 + wy1) / 2
         if not (x0 <= cx <= x1 and y0 <= cy <= y1):
             continue
-        for r, row in enumerate(table_rows):
-            if not row.bbox[1] <= cy <= row.bbox[3]:
+        for r, (row_bbox, cells) in enumerate(grid):
+            if not row_bbox[1] <= cy <= row_bbox[3]:
                 continue
-            for c, cell in enumerate(row.cells):
+            for c, cell in enumerate(cells):
                 if cell and cell[0] <= cx <= cell[2] and cell[1] <= cy <= cell[3]:
                     rows[r][c].append(text)
                     break
@@ -328,50 +332,96 @@ def _cell_texts(table, words: list[tuple]) -> list[list[str]]:
     return [[" ".join(cell) for cell in row] for row in rows]
 
 
-def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
-    """Ruled tables through find_tables' line strategy.
+def _sorted_words(page: pymupdf.Page, tolerance: float = 3) -> list[tuple]:
+    """``page.get_text("words", sort=True)`` with the same order: words sorted by bottom,
+    then grouped into lines (a word whose top or bottom lies within ``tolerance`` of the line's
+    box joins it) and each line sorted left to right. PyMuPDF's sort builds two Rect objects
+    per word, most of the call's time."""
+    words = page.get_text("words")
+    if not words:
+        return words
+    words.sort(key=lambda w: (w[3], w[0]))
+    out: list[tuple] = []
+    line = [words[0]]
+    lx0, ly0, lx1, ly1 = words[0][:4]
+    for w in words[1:]:
+        x0, y0, x1, y1 = w[:4]
+        if abs(y0 - ly0) <= tolerance or abs(y1 - ly1) <= tolerance:
+            line.append(w)
+            if x0 >= x1 or y0 >= y1:  # an empty box leaves the line box as it is
+                continue
+            if lx0 >= lx1 or ly0 >= ly1:
+                lx0, ly0, lx1, ly1 = x0, y0, x1, y1
+            else:
+                lx0, ly0, lx1, ly1 = min(lx0, x0), min(ly0, y0), max(lx1, x1), max(ly1, y1)
+        else:
+            line.sort(key=lambda w: w[0])
+            out += line
+            line = [w]
+            lx0, ly0, lx1, ly1 = x0, y0, x1, y1
+    line.sort(key=lambda w: w[0])
+    out += line
+    return out
 
-    PyMuPDF 2.x gates tables with an ONNX layout model by default (about 1 s per page here);
-    the line strategy alone costs ~0.1 s on the few pages with rulings and none elsewhere.
+
+def _find_ruled_tables(page: pymupdf.Page) -> list[tuple[tuple, list[list[str]], int, int]]:
+    """(bbox, cell texts by row, rows, columns) of each accepted ruled table on the page:
+    at least 2 rows and 2 columns, at least half the cells filled.
+
+    Detection is ``operators.tables`` on the page's vector drawings, the algorithm of
+    find_tables' line strategy without its per-character Python dicts (PyMuPDF 2.x also gates
+    find_tables with an ONNX layout model by default, about 1 s per page). Only pages whose
+    rulings form a grid are searched, and only the ruled area of those.
     """
-    rulings = _rulings(page)
+    paths = page.get_cdrawings()
+    rulings = _rulings(page, paths)
     if not rulings.is_grid:
         return []
-    blocks = []
-    words = page.get_text("words", sort=True)
-    # Only the ruled area is searched: find_tables turns every character it sees into a
-    # Python dict, which is most of its cost on a text-heavy page.
-    clip = (pymupdf.Rect(rulings.area) + (-4, -4, 4, 4)) & page.rect
-    for table in page.find_tables(clip=clip, use_layout=False).tables:
-        rows = _cell_texts(table, words)
-        cells = [c for r in rows for c in r]
-        filled = sum(bool(c) for c in cells)
-        if table.row_count < 2 or table.col_count < 2 or filled < 0.5 * len(cells):
-            continue
-        x0, y0, x1, y1 = table.bbox
-        blocks.append(
-            Block(
-                page=page_no,
-                order=0,
-                kind=TABLE,
-                text="\n".join(" | ".join(r) for r in rows),
-                x0=x0,
-                y0=y0,
-                x1=x1,
-                y1=y1,
-                font_size=0.0,
-                bold=False,
-                italic=False,
-                font="",
-                n_lines=len(rows),
-                page_width=page.rect.width,
-                page_height=page.rect.height,
-                table_rows=table.row_count,
-                table_cols=table.col_count,
-                extra={"header": rows[0]},
-            )
+    words = _sorted_words(page)
+    clip = tuple((pymupdf.Rect(rulings.area) + (-4, -4, 4, 4)) & page.rect)
+    found = []
+    for cells in ruled_tables(paths, words, clip):
+        grid = table_grid(cells)
+        bbox = (
+            min(c[0] for c in cells),
+            min(c[1] for c in cells),
+            max(c[2] for c in cells),
+            max(c[3] for c in cells),
         )
-    return blocks
+        rows = _cell_texts(grid, bbox, words)
+        n_rows, n_cols = len(grid), len(grid[0][1])
+        texts = [c for r in rows for c in r]
+        if n_rows < 2 or n_cols < 2 or sum(bool(c) for c in texts) < 0.5 * len(texts):
+            continue
+        found.append((bbox, rows, n_rows, n_cols))
+    return found
+
+
+def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
+    """Ruled tables as blocks; see ``_find_ruled_tables``."""
+    return [
+        Block(
+            page=page_no,
+            order=0,
+            kind=TABLE,
+            text="\n".join(" | ".join(r) for r in rows),
+            x0=x0,
+            y0=y0,
+            x1=x1,
+            y1=y1,
+            font_size=0.0,
+            bold=False,
+            italic=False,
+            font="",
+            n_lines=len(rows),
+            page_width=page.rect.width,
+            page_height=page.rect.height,
+            table_rows=n_rows,
+            table_cols=n_cols,
+            extra={"header": rows[0]},
+        )
+        for (x0, y0, x1, y1), rows, n_rows, n_cols in _find_ruled_tables(page)
+    ]
 
 
 def _image_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
@@ -434,15 +484,20 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
 
 
 def _measure_space_above(blocks: list[Block]) -> None:
-    """Vertical white space above each text block: headings sit apart, emphasis does not."""
+    """Vertical white space above each text block: headings sit apart, emphasis does not.
+    The gap to the lowest-ending block that ends above (y1 <= y0 + 1) and overlaps it
+    horizontally; the block's own y0 where there is none."""
     texts = [b for b in blocks if b.kind != IMAGE]
+    by_bottom = sorted(texts, key=lambda o: o.y1)
+    bottoms = [o.y1 for o in by_bottom]
     for b in texts:
-        above = [
-            b.y0 - o.y1
-            for o in texts
-            if o is not b and o.y1 <= b.y0 + 1 and min(o.x1, b.x1) - max(o.x0, b.x0) > 0
-        ]
-        b.space_above = round(min(above) if above else b.y0, 2)
+        gap = b.y0
+        for i in range(bisect.bisect_right(bottoms, b.y0 + 1) - 1, -1, -1):
+            o = by_bottom[i]
+            if o is not b and min(o.x1, b.x1) - max(o.x0, b.x0) > 0:
+                gap = b.y0 - o.y1
+                break
+        b.space_above = round(gap, 2)
 
 
 def parse_pages(doc: pymupdf.Document, start: int, stop: int) -> PageRange:
