@@ -23,6 +23,7 @@ _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
 _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
+_PAGE_TAIL = frozenset("0123456789ivxlc")
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
@@ -204,12 +205,18 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             and is_title_shaped(text)
             and _stands_out(b, body, columns, labels)
             and not (
-                b.page in toc_pages
-                and (_ENDS_WITH_PAGE.search(text[-100:]) or _STARTS_WITH_PAGE.match(text))
+                b.page in toc_pages and (_ends_with_page(text) or _STARTS_WITH_PAGE.match(text))
             )
         ):
             b.kind = TITLE
     return body
+
+
+def _ends_with_page(text: str) -> bool:
+    """A line ending in a page number ("Introduction .... 12"), in the last 100 characters.
+    The last character is checked first: the pattern's backtracking is the costly part."""
+    tail = text[-100:]
+    return tail.rstrip("\n")[-1:] in _PAGE_TAIL and _ENDS_WITH_PAGE.search(tail) is not None
 
 
 def _recurring_labels(blocks: list[Block], times: int = 8) -> set[str]:
@@ -228,7 +235,7 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
         for b in blocks
         if b.kind == TEXT
         and (
-            _ENDS_WITH_PAGE.search(b.text[-100:])
+            _ends_with_page(b.text)
             or (b.page <= max(20, last_page // 10) and _STARTS_WITH_PAGE.match(b.text))
         )
     )

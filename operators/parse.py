@@ -16,7 +16,7 @@ import bisect
 import dataclasses
 import functools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import pymupdf
 
@@ -58,7 +58,8 @@ class Block:
     extra: dict = field(default_factory=dict)
 
     def as_row(self) -> dict:
-        row = asdict(self)
+        """The fields but ``extra``, as a flat dict (no deep copy: every field is a plain value)."""
+        row = dict(vars(self))
         row.pop("extra")
         return row
 

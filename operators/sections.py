@@ -16,6 +16,7 @@ An LLM-based refiner (BookRAG §4.2.2) implements the same ``decide`` and can wr
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter, defaultdict
@@ -115,6 +116,7 @@ def numbering_depth(text: str) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def normalise_title(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     text = re.sub(r"[^\w\s]", " ", text)
@@ -130,6 +132,8 @@ def title_similarity(a: str, b: str) -> float:
     short, long_ = sorted((na, nb), key=len)
     if long_.startswith(short) and len(short) >= 0.6 * len(long_):
         return 0.9
+    if 2 * len(short) < 0.6 * (len(short) + len(long_)):
+        return 0.0  # real_quick_ratio's bound, without building the matcher
     matcher = SequenceMatcher(None, na, nb, autojunk=False)
     if matcher.real_quick_ratio() < 0.6 or matcher.quick_ratio() < 0.6:
         return 0.0  # an upper bound already too low to match: skip the full comparison
