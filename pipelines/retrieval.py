@@ -184,7 +184,8 @@ class Retrieval:
         self, results: list[list[DocHit]], ids: np.ndarray, entity_scores: np.ndarray
     ) -> None:
         """Chunk-Zoom over the chunks of each query's top documents; evidence per document."""
-        per_query = [[self._chunks(int(d)) for d in row] for row in ids]
+        self._load_chunks(sorted({int(d) for d in np.asarray(ids).ravel()}))
+        per_query = [[self._chunk_cache[int(d)] for d in row] for row in ids]
         vectors, docs, links, flat = [], [], [], []
         for query_docs in per_query:
             chunks = [c for chunk_list, _, _ in query_docs for c in chunk_list]
@@ -233,15 +234,24 @@ class Retrieval:
                         )
                     )
 
-    def _chunks(self, doc: int) -> tuple[list[Chunk], np.ndarray, list[list[int]]]:
-        """A document's chunks, their vectors and the entities each names (cached)."""
-        if doc not in self._chunk_cache:
-            chunks = self.corpus.chunks(doc)
-            vectors = self.backend.embed([c.text for c in chunks])
+    def _load_chunks(self, docs: list[int]) -> None:
+        """Cache each document's chunks, their vectors and the entities each names. A PDF
+        leaf's vector comes from the index; the chunks without one (a passage's sentences) of
+        all the documents not cached yet are embedded in one call, not one call per document."""
+        todo = [d for d in docs if d not in self._chunk_cache]
+        chunk_lists = [self.corpus.chunks(d) for d in todo]
+        missing = [c for chunks in chunk_lists for c in chunks if c.vector is None]
+        embedded = iter(self.backend.embed([c.text for c in missing]) if missing else [])
+        for doc, chunks in zip(todo, chunk_lists, strict=True):
+            rows = [c.vector if c.vector is not None else next(embedded) for c in chunks]
+            vectors = (
+                np.asarray(rows, np.float32).reshape(len(chunks), -1)
+                if chunks
+                else np.zeros((0, self.backend.dim), np.float32)
+            )
             own = set(self.corpus.doc_entity[doc].indices.tolist())
             entities = [[e for e in self.corpus.linker.link(c.text) if e in own] for c in chunks]
             self._chunk_cache[doc] = (chunks, vectors, entities)
-        return self._chunk_cache[doc]
 
     def _hits(self, ids, scores) -> list[DocHit]:
         c = self.corpus

@@ -39,6 +39,7 @@ class Chunk:
     sec_id: int
     para_idx: int
     page: int
+    vector: np.ndarray | None = None  # the leaf's vector from the index (None: a sentence)
 
 
 @dataclass
@@ -128,12 +129,21 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
     for row in nodes.filter(pl.col("kind").is_in(LEAF_KINDS)).iter_rows(named=True):
         doc = position[row["doc_id"]]
         text = row["text"] or row["title"] or ""
+        vector = None if row["vector"] is None else np.asarray(row["vector"], np.float32)
         leaves.setdefault(doc, []).append(
-            Chunk(doc, text, row["node_id"], row["sec_id"], row["para_idx"] or 0, row["page_start"])
+            Chunk(
+                doc,
+                text,
+                row["node_id"],
+                row["sec_id"],
+                row["para_idx"] or 0,
+                row["page_start"],
+                vector,
+            )
         )
         texts[doc].append(text)
-        if row["vector"] is not None:
-            sums[doc] += np.asarray(row["vector"], np.float32)
+        if vector is not None:
+            sums[doc] += vector
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     doc_vectors = sums / np.where(norms > 0, norms, 1.0)
 
