@@ -174,11 +174,12 @@ class EntityLinker:
 
 def title_links(
     titles: list[str], bodies: list[str], max_words: int = 10
-) -> tuple[list[list[str]], list[tuple[int, int]]]:
+) -> tuple[list[list[str]], list[tuple[int, int]], list[int]]:
     """Title entities of a passage corpus: (names of each distinct title, canonical first;
-    (passage, title entity) links). A passage links to its own title's entity and to the
-    entity of every title its body names (capitalised, accents folded); ``bodies[i]`` is the
-    text of passage ``i`` without its title. Passages with an empty title own no entity."""
+    (passage, title entity) links; each passage's own title entity, -1 for none). A passage
+    links to its own title's entity and to the entity of every title its body names
+    (capitalised, accents folded); ``bodies[i]`` is the text of passage ``i`` without its
+    title. Passages with an empty title own no entity."""
     key_of: dict[str, int] = {}
     names: list[list[str]] = []
     own: list[int] = []
@@ -196,4 +197,4 @@ def title_links(
     for passage, (entity, body) in enumerate(zip(own, bodies, strict=True)):
         named = dict.fromkeys(([entity] if entity >= 0 else []) + linker.link(body, True))
         links += [(passage, e) for e in named]
-    return names, links
+    return names, links, own

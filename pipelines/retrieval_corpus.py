@@ -161,7 +161,7 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
     n_index_entities = len(entity_ids)
     passage = ["#" in u for u in docs["uri"].to_list()]
     titles = docs["title"].fill_null("").to_list()
-    title_names, links = title_links(
+    title_names, links, own_title = title_links(
         [t if p else "" for t, p in zip(titles, passage, strict=True)],
         ["\n".join(t[1:]) if p else "" for t, p in zip(texts, passage, strict=True)],
     )
@@ -174,13 +174,7 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
     )
     doc_entity.sum_duplicates()
     doc_entity.data[:] = 1.0
-    entity_column = {e: i for i, e in enumerate(entity_ids)}
-    own_title = [
-        entity_column.get(TITLE_ENTITY + normalise_name(strip_accents(t)), -1)
-        if p and t.strip()
-        else -1
-        for t, p in zip(titles, passage, strict=True)
-    ]
+    own_title = np.asarray(own_title, np.int64)
     return RetrievalCorpus(
         doc_ids=docs["doc_id"].to_list(),
         uris=docs["uri"].to_list(),
@@ -193,5 +187,5 @@ def load_corpus(index_dir: str | Path) -> RetrievalCorpus:
         leaves=leaves,
         passage=passage,
         n_index_entities=n_index_entities,
-        title_entity=np.asarray(own_title, np.int64),
+        title_entity=np.where(own_title >= 0, n_index_entities + own_title, -1),
     )

@@ -36,11 +36,12 @@ def test_capitalised_linking_skips_common_words_and_folds_accents():
 
 
 def test_title_links_own_title_and_named_titles():
-    names, links = title_links(
+    names, links, own = title_links(
         ["Hank Snow", "Hello Love (song)", "Hank Snow", ""],
         ["He sang Hello Love.", "A song by hank snow.", "Hank Snow again", "Hello Love"],
     )
     assert names == [["Hank Snow"], ["Hello Love (song)", "Hello Love"]]
+    assert own == [0, 1, 0, -1]
     # passage 1 names "hank snow" in lower case only: no link; the untitled passage 3 owns none.
     assert sorted(links) == [(0, 0), (0, 1), (1, 1), (2, 0), (3, 1)]
 
@@ -55,7 +56,9 @@ def hotpot(shared_data) -> dict[str, dict]:
 
 def test_hotpotqa_passages_link_the_titles_they_name(hotpot):
     ids = list(hotpot)
-    names, links = title_links([hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids])
+    names, links, _ = title_links(
+        [hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids]
+    )
     entity = {n[0]: e for e, n in enumerate(names)}
     linked = {(ids[p], e) for p, e in links}
     # Bridge questions: the first passage names the second passage's title in its text.
@@ -188,7 +191,9 @@ def test_hotpotqa_comparison_reaches_both_named_title_passages(hotpot):
     so the walk alone spreads his entity's mass; both title passages must lead the ranking.
     Real link structure (title entities of the HotpotQA passages), random document vectors."""
     ids = list(hotpot)
-    names, links = title_links([hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids])
+    names, links, _ = title_links(
+        [hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids]
+    )
     rows, cols = zip(*links, strict=True)
     doc_entity = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(names)))
     rng = np.random.default_rng(0)
