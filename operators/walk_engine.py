@@ -126,7 +126,8 @@ def _inv(xp: ModuleType, a: Any) -> Any:
     return xp.where(a > 0, 1 / xp.where(a > 0, a, 1), 0)
 
 
-def _normalise(xp: ModuleType, x: Any) -> Any:
+def unit_rows(xp: ModuleType, x: Any) -> Any:
+    """``x`` with each row (last axis) scaled to unit length; zero rows stay zero."""
     norm = xp.sqrt((x * x).sum(axis=-1, keepdims=True))
     return x / xp.where(norm > 0, norm, 1)
 
@@ -264,7 +265,7 @@ class WalkEngine:
     ) -> WalkEngine:
         """Append documents; ``doc_entity_rows`` spans up to n_e + n_new_entities columns."""
         xp = self.backend.xp
-        xn = _normalise(xp, self.backend.asarray(doc_vectors, F64))
+        xn = unit_rows(xp, self.backend.asarray(doc_vectors, F64))
         n_old, n_new = self.n_d, xn.shape[0]
         self.n_e += int(n_new_entities)
         er, ec = _indicator(doc_entity_rows, n_new, self.n_e)
@@ -344,7 +345,7 @@ class WalkEngine:
         """Link rows h as COO (query index, node index, weight) on the backend; number of
         queries. Query–doc weights are rescaled to mean 1 per query."""
         xp, nd = self.backend.xp, self.n_d
-        q = _normalise(xp, self.backend.asarray(query_vectors, F64).reshape(-1, self.X.shape[1]))
+        q = unit_rows(xp, self.backend.asarray(query_vectors, F64).reshape(-1, self.X.shape[1]))
         nq = q.shape[0]
         out = [(xp.zeros(0, dtype=xp.int64),) * 2 + (xp.zeros(0, dtype=F64),)]
         blocks = _row_blocks(nq, nd)
@@ -472,7 +473,7 @@ class WalkEngine:
     ) -> tuple[Any, np.ndarray]:
         """Column-normalised B̃ ((l+h)×(l+h), dense, chunks first) and the h local entity ids."""
         b, xp = self.backend, self.backend.xp
-        c = _normalise(xp, b.asarray(chunk_vectors, F64))
+        c = unit_rows(xp, b.asarray(chunk_vectors, F64))
         n = c.shape[0]
         doc, pos = np.asarray(chunk_doc).ravel(), np.zeros(n)
         for d in np.unique(doc):  # position in reading order within the chunk's document
@@ -571,8 +572,8 @@ def reference_doc_zoom_single(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Dense reference: one query alone on its own (1+n_d+n_e)-node graph, built and iterated
     densely. Returns (top-k ids, all doc scores, all entity scores). For tests only."""
-    x = _normalise(np, np.asarray(doc_vectors, dtype=F64))
-    q = _normalise(np, np.asarray(query_vector, dtype=F64).ravel())
+    x = unit_rows(np, np.asarray(doc_vectors, dtype=F64))
+    q = unit_rows(np, np.asarray(query_vector, dtype=F64).ravel())
     nd = x.shape[0]
     m = (sp.csr_matrix(doc_entity).toarray() != 0).astype(F64)
     he = (sp.csr_matrix(query_entity).toarray().ravel() != 0).astype(F64)

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 
 from operators.models import ModelBackend, ModelConfig, load_backend
 from operators.retrievers import Bm25Retriever, DenseRetriever
-from operators.walk_engine import TOP_K, make_engine, top_k_rows
+from operators.walk_engine import TOP_K, make_engine, top_k_rows, unit_rows
 from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
 
 METHODS = ("zoom", "bm25", "dense")
@@ -165,7 +165,9 @@ class Retrieval:
         second = _node_distribution(self.engine.walk(np.zeros_like(vectors), seeds)[0], nd)
         reached = second[:, :nd].sum(axis=1) > 0  # no seeds: the query list alone
         # The bridge list: bridge walk × exp(cos(query, document)), its seed left out.
-        bridge_list = second[:, :nd] * np.exp(_unit(vectors) @ self.corpus.doc_vectors.T)
+        bridge_list = second[:, :nd] * np.exp(
+            unit_rows(np, np.asarray(vectors, np.float64)) @ self.corpus.doc_vectors.T
+        )
         bridge_list[np.arange(nq), best[:, 0]] = -1.0
         docs = _round_robin(query_list, bridge_list, reached, min(depth, nd))
         weight = np.where(reached[:, None], BRIDGE_WEIGHT, 0.0)
@@ -263,12 +265,6 @@ class Retrieval:
         ]
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.float64)
-    norm = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norm > 0, norm, 1.0)
-
-
 def _round_robin(
     query_list: np.ndarray, bridge_list: np.ndarray, bridged: np.ndarray, depth: int
 ) -> np.ndarray:
@@ -283,22 +279,17 @@ def _round_robin(
     q_ids, _ = top_k_rows(query_list, depth)
     b_ids, b_scores = top_k_rows(bridge_list, depth)
     for row in range(nq):
-        lists = [list(q_ids[row])]
+        lists = [iter(q_ids[row].tolist())]
         if bridged[row]:
-            lists.append([d for d, v in zip(b_ids[row], b_scores[row], strict=True) if v > 0])
+            lists.append(iter(b_ids[row][b_scores[row] > 0].tolist()))
         taken: dict[int, None] = {}
-        heads = [0] * len(lists)
-        turn = 0
-        while len(taken) < depth and any(h < len(x) for h, x in zip(heads, lists, strict=True)):
-            ids = lists[turn % len(lists)]
-            h = heads[turn % len(lists)]
-            while h < len(ids) and int(ids[h]) in taken:
-                h += 1
-            if h < len(ids):
-                taken[int(ids[h])] = None
-                h += 1
-            heads[turn % len(lists)] = h
-            turn += 1
+        while lists and len(taken) < depth:
+            for ids in list(lists):  # one turn each; a list with nothing new left drops out
+                doc = next((d for d in ids if d not in taken), None)
+                if doc is None:
+                    lists.remove(ids)
+                elif len(taken) < depth:
+                    taken[doc] = None
         out[row, list(taken)] = 1.0 / (1.0 + np.arange(len(taken)))
     return out
 
