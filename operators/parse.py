@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
-from operators.tables import ruled_tables, table_grid
+from operators.tables import bounds, ruled_tables, table_grid
 
 # Block kinds produced here. ``operators.blocks`` refines "text" into title candidates,
 # headers/footers, captions and lists once it has seen the whole document.
@@ -383,12 +383,7 @@ def _find_ruled_tables(page: pymupdf.Page) -> list[tuple[tuple, list[list[str]],
     found = []
     for cells in ruled_tables(paths, words, clip):
         grid = table_grid(cells)
-        bbox = (
-            min(c[0] for c in cells),
-            min(c[1] for c in cells),
-            max(c[2] for c in cells),
-            max(c[3] for c in cells),
-        )
+        bbox = bounds(cells)
         rows = _cell_texts(grid, bbox, words)
         n_rows, n_cols = len(grid), len(grid[0][1])
         texts = [c for r in rows for c in r]

@@ -7,8 +7,9 @@ page's words instead of one Python dict per character and per edge:
 1. edges: every axis-parallel line segment, the sides of every rectangle (filled or stroked; a
    rectangle thinner than ``EDGE_MIN`` is one line through its middle), and the frame of every
    cluster of touching drawings that holds text (a table drawn as shaded cells only);
-2. merge: edges shorter than a point dropped; edges within ``SNAP`` of one another are snapped to their mean position, collinear
-   edges with gaps up to ``JOIN`` joined; edges shorter than ``EDGE_MIN`` dropped;
+2. merge: edges shorter than a point dropped; edges within ``SNAP`` of one another snapped to
+   their mean position, collinear edges with gaps up to ``JOIN`` joined; edges shorter than
+   ``EDGE_MIN`` dropped;
 3. intersections of vertical and horizontal edges (tolerance ``SNAP``);
 4. cells: from each intersection, the first rectangle down and right whose four corners are
    intersections joined by edges, so a missing rule makes a merged cell;
@@ -27,6 +28,16 @@ JOIN = 3.0
 EDGE_MIN = 3.0
 
 Rect = tuple[float, float, float, float]
+
+
+def bounds(cells: list[Rect]) -> Rect:
+    """The rectangle enclosing ``cells``."""
+    return (
+        min(c[0] for c in cells),
+        min(c[1] for c in cells),
+        max(c[2] for c in cells),
+        max(c[3] for c in cells),
+    )
 
 
 def _cluster_bboxes(rects: list[Rect]) -> list[Rect]:
@@ -119,10 +130,7 @@ def _edges(paths: list[dict], clip: Rect, word_boxes: list[Rect]) -> tuple[list,
                 line(*ur, *ul)
     for x0, y0, x1, y1 in _cluster_bboxes(rects):
         if any(x0 <= a and c <= x1 and y0 <= b and d <= y1 for a, b, c, d in word_boxes):
-            line(x0, y0, x1, y0)
-            line(x0, y1, x1, y1)
-            line(x0, y0, x0, y1)
-            line(x1, y0, x1, y1)
+            box(x0, y0, x1, y1)
     return vert, horiz
 
 
@@ -254,10 +262,7 @@ def ruled_tables(paths: list[dict], words: list[tuple], clip: Rect) -> list[list
     for group in _group(_cells(vert, horiz)):
         if len({c[0] for c in group}) < 2 or len({c[2] for c in group}) < 2:
             continue
-        x0 = min(c[0] for c in group)
-        y0 = min(c[1] for c in group)
-        x1 = max(c[2] for c in group)
-        y1 = max(c[3] for c in group)
+        x0, y0, x1, y1 = bounds(group)
         if any(a < x1 and c > x0 and b < y1 and d > y0 for a, b, c, d in word_boxes):
             tables.append(group)
     tables.sort(key=lambda t: min((c[1], c[0]) for c in t))
@@ -274,11 +279,5 @@ def table_grid(cells: list[Rect]) -> list[tuple[Rect, list[Rect | None]]]:
     grid = []
     for top in sorted(rows):
         row = rows[top]
-        bbox = (
-            min(c[0] for c in row.values()),
-            min(c[1] for c in row.values()),
-            max(c[2] for c in row.values()),
-            max(c[3] for c in row.values()),
-        )
-        grid.append((bbox, [row.get(x) for x in xs]))
+        grid.append((bounds(list(row.values())), [row.get(x) for x in xs]))
     return grid
