@@ -117,12 +117,12 @@ def probe_pdf(uri: str) -> Probe:
         if n_pages == 0:
             return Probe("failed", error="PDF has no pages")
         try:
-            text_chars = _text_chars(doc)
+            has_text = _has_text(doc)
             meta = document_metadata(doc)
         except Exception as exc:
             return Probe("failed", n_pages=n_pages, error=f"corrupt PDF: {exc}")
     warning = "damaged PDF repaired on open; content may be incomplete" if repaired else ""
-    if text_chars == 0:
+    if not has_text:
         return Probe(
             "needs_ocr",
             n_pages=n_pages,
@@ -133,10 +133,11 @@ def probe_pdf(uri: str) -> Probe:
     return Probe("ok", n_pages=n_pages, warning=warning, meta=meta)
 
 
-def _text_chars(doc: pymupdf.Document, sample: int = 12) -> int:
-    """Characters of text on up to ``sample`` pages spread over the document."""
+def _has_text(doc: pymupdf.Document, sample: int = 12) -> bool:
+    """Whether any of up to ``sample`` pages spread over the document has text; stops at the
+    first that does (a text PDF costs one page's extraction, an image-only one ``sample``)."""
     step = max(1, doc.page_count // sample)
-    return sum(len(doc[i].get_text("text").strip()) for i in range(0, doc.page_count, step))
+    return any(doc[i].get_text("text").strip() for i in range(0, doc.page_count, step))
 
 
 def page_ranges(n_pages: int, pages_per_task: int) -> list[tuple[int, int]]:

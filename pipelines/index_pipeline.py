@@ -4,9 +4,15 @@ Driver (no Ray needed): discover inputs, hash them (``doc_id`` = sha256 of the b
 with the index, and stop at once when nothing is new — so a re-run on the same input takes
 seconds. Otherwise Ray Data runs:
 
-    documents ─flat_map(probe → page ranges)─▶ ranges ─map(parse)─▶ blocks per range
-      ─groupby(doc_id).map_groups(assemble)─▶ one row per document (tree as JSON)
-      ─materialize─▶ nodes (flat_map → Ray write_lance), documents + failures (driver write)
+    documents ─map(probe)─▶ probed rows (pages, status, metadata) ─▶ driver: plan_tasks
+    whole books ─map_batches(index_documents: parse + assemble)─────────────────┐
+    page ranges of long books ─map(parse)─groupby(doc_id).map_groups(assemble)─┴▶ one row
+      per document (tree as JSON) ─materialize─▶ nodes (Ray write_lance), documents +
+      failures (driver write)
+
+A book is split into page ranges only when it is long against the run (``plan_tasks``): a
+corpus of many books runs one task per book, with no grouping barrier between parse and
+assemble, while one long book still spreads over every worker.
 
 One bad file becomes a failed document row and a failures row; it never fails the job.
 """
@@ -97,8 +103,9 @@ def _tail(exc: BaseException) -> str:
 # ---- Ray Data stages (plain functions over rows and batches) ---------------------------------
 
 
-def probe_and_split(row: dict, pages_per_task: int) -> list[dict]:
-    """One document → its page ranges (or one row carrying why it cannot be indexed)."""
+def probe_document(row: dict) -> dict:
+    """One document's facts from ``probe_pdf``: status, error, warning, pages, metadata (JSON)
+    and the probe's time and memory. A probe that raises fails this document alone."""
     started = time.perf_counter()
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status="failed", error="", warning="")
@@ -114,28 +121,29 @@ def probe_and_split(row: dict, pages_per_task: int) -> list[dict]:
         base.update(failure_stage="open", traceback=_tail(exc))
     base["probe_s"] = time.perf_counter() - started
     base["probe_mb"] = peak_memory_mb()
-    if base["status"] == "failed":
-        return [base]
-    return [dict(base, start=a, stop=b) for a, b in page_ranges(base["n_pages"], pages_per_task)]
+    return base
+
+
+def _parse(row: dict) -> tuple[list[Block], list[str]]:
+    """Blocks and page errors of pages [start, stop) of a probed document (none if it failed)."""
+    if row["status"] == "failed":
+        return [], []
+    import pymupdf
+
+    try:
+        with pymupdf.open(row["uri"], filetype="pdf") as doc:
+            parsed = parse_pages(doc, row["start"], row["stop"])
+        return parsed.blocks, parsed.errors
+    except Exception as exc:
+        return [], [f"pages {row['start'] + 1}-{row['stop']}: {type(exc).__name__}: {exc}"]
 
 
 def parse_range(row: dict) -> dict:
     """Parse one page range into blocks (JSON, so every batch has the same Arrow schema)."""
     started = time.perf_counter()
-    blocks: list[dict] = []
-    errors: list[str] = []
-    if row["status"] != "failed":
-        import pymupdf
-
-        try:
-            with pymupdf.open(row["uri"], filetype="pdf") as doc:
-                parsed = parse_pages(doc, row["start"], row["stop"])
-            blocks = [b.as_row() for b in parsed.blocks]
-            errors = parsed.errors
-        except Exception as exc:
-            errors = [f"pages {row['start'] + 1}-{row['stop']}: {type(exc).__name__}: {exc}"]
+    blocks, errors = _parse(row)
     out = dict(row)
-    out["blocks"] = json.dumps(blocks)
+    out["blocks"] = json.dumps([b.as_row() for b in blocks])
     out["page_errors"] = json.dumps(errors)
     out["parse_s"] = time.perf_counter() - started
     out["parse_mb"] = peak_memory_mb()
@@ -147,7 +155,61 @@ def assemble_group(
 ) -> pa.Table:
     """All page ranges of one document → one row: document facts and its nodes as JSON."""
     rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
-    first = rows[0]
+    blocks = [Block(**b) for r in rows for b in json.loads(r["blocks"])]
+    errors = [e for r in rows for e in json.loads(r["page_errors"])]
+    parse_s, parse_mb = sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows)
+    doc = _assemble(rows[0], blocks, errors, (parse_s, parse_mb), use_outline, model_config)
+    doc["n_ranges"] = len(rows)
+    return pa.Table.from_pylist([doc])
+
+
+def index_documents(
+    batch: pa.Table, use_outline: bool, model_config: dict | None = None
+) -> pa.Table:
+    """Probed documents, each parsed whole and assembled in this task (no page ranges, no
+    grouping): the path of every document that ``plan_tasks`` does not split. The output
+    rows are those of ``assemble_group``."""
+    docs = []
+    for row in batch.to_pylist():
+        started = time.perf_counter()
+        blocks, errors = _parse(row)
+        parsed = (time.perf_counter() - started, peak_memory_mb())
+        doc = _assemble(row, blocks, errors, parsed, use_outline, model_config)
+        doc["n_ranges"] = 1
+        docs.append(doc)
+    return pa.Table.from_pylist(docs)
+
+
+def plan_tasks(probed: list[dict], pages_per_task: int, workers: int) -> tuple[list, list]:
+    """Probed documents → (whole documents, page ranges of long documents).
+
+    A document is split into ranges of ``pages_per_task`` pages only when it is long against
+    the run: more than 2 ranges and more than a 1/(2 · workers) share of all pages, so that
+    the tasks of a long book spread over the workers while a corpus of many books runs one
+    task per book, with no grouping barrier and no blocks serialised between stages. Each
+    list is largest first (the long tasks start first; short ones fill in around them)."""
+    total = sum(r["n_pages"] for r in probed if r["status"] != "failed")
+    limit = max(2 * pages_per_task, total / (2 * max(1, workers)))
+    whole, ranges = [], []
+    for row in sorted(probed, key=lambda r: (-r["n_pages"], r["doc_id"])):
+        if row["status"] == "failed" or row["n_pages"] <= limit:
+            whole.append(dict(row, start=0, stop=row["n_pages"]))
+        else:
+            spans = page_ranges(row["n_pages"], pages_per_task)
+            ranges += [dict(row, start=a, stop=b) for a, b in spans]
+    return whole, ranges
+
+
+def _assemble(
+    first: dict,
+    blocks: list[Block],
+    page_errors: list[str],
+    parsed: tuple[float, float],
+    use_outline: bool,
+    model_config: dict | None,
+) -> dict:
+    """A probed document's blocks → its row: facts, nodes and layout graph as JSON, and the
+    time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB)."""
     started = time.perf_counter()
     doc = {
         "doc_id": first["doc_id"],
@@ -166,16 +228,15 @@ def assemble_group(
         "page_labels": "[]",
         "outline_used": False,
         "n_sections": 0,
-        "page_errors": json.dumps([e for r in rows for e in json.loads(r["page_errors"])]),
+        "page_errors": json.dumps(page_errors),
         "edges": "[]",  # the layout graph (operators.layout_graph), JSON edge rows
         "communities": "{}",  # JSON node_id → community
     }
-    timings = {"probe": first["probe_s"], "parse": sum(r["parse_s"] for r in rows)}
+    timings = {"probe": first["probe_s"], "parse": parsed[0]}
     node_dicts: list[dict] = []
     if doc["status"] != "failed":
         try:
             meta = json.loads(first["meta"])
-            blocks = [Block(**b) for r in rows for b in json.loads(r["blocks"])]
             config = ModelConfig(**model_config) if model_config else None
             if config is not None and not config.generative:
                 config = None  # the layout decision stands without a generative model
@@ -198,7 +259,7 @@ def assemble_group(
             doc.update(status="failed", error=f"{type(exc).__name__}: {exc}")
             doc.update(failure_stage="assemble", traceback=_tail(exc))
     timings["assemble"] = time.perf_counter() - started
-    memory = {"probe": first["probe_mb"], "parse": max(r["parse_mb"] for r in rows)}
+    memory = {"probe": first["probe_mb"], "parse": parsed[1]}
     memory["assemble"] = peak_memory_mb()
     if doc["status"] != "failed":
         started = time.perf_counter()
@@ -211,9 +272,8 @@ def assemble_group(
         memory["layout_graph"] = peak_memory_mb()
     doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
     doc["stage_memory"] = json.dumps(memory)
-    doc["n_ranges"] = len(rows)
     doc["source"] = "pdf"
-    return pa.Table.from_pylist([doc])
+    return doc
 
 
 def explode_nodes(batch: pa.Table) -> pa.Table:
@@ -362,35 +422,48 @@ def _run_ray(
     # Model stages land on GPU workers only when a GPU model is configured (cluster.yaml).
     gpu_args = {"num_gpus": options.stage_gpus()} if options.stage_gpus() > 0 else {}
     assemble_gpu_args = gpu_args if options.model_config.generative else {}
-    # One block per file, largest first: a task per document (not per four), and the long
-    # books are submitted before the short ones that can fill in around them.
-    pdfs = sorted(
-        (
-            {"doc_id": f.doc_id, "uri": f.uri, "size": f.size}
-            for f in todo
-            if f.doc_id not in passages
-        ),
-        key=lambda row: (-row["size"], row["doc_id"]),
-    )
+    pdfs = [
+        {"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo if f.doc_id not in passages
+    ]
     texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
     parts = []
     if pdfs:
-        parsed = (
-            ray.data.from_items(pdfs, override_num_blocks=len(pdfs))
-            .flat_map(probe_and_split, fn_kwargs={"pages_per_task": options.pages_per_task})
-            .map(parse_range)
-            .groupby("doc_id", num_partitions=workers)
-            .map_groups(
-                assemble_group,
+        # Probe first (page counts, status, metadata: small rows back to the driver), then
+        # plan: one task per book, page ranges only for books long against the run.
+        with driver.phase("plan", rows_in=len(pdfs)) as phase:
+            # a probe takes milliseconds: a few blocks, not a task per file
+            blocks = min(len(pdfs), 2 * workers)
+            probed = (
+                ray.data.from_items(pdfs, override_num_blocks=blocks).map(probe_document).take_all()
+            )
+            whole, ranges = plan_tasks(probed, options.pages_per_task, workers)
+            phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
+        assemble_args = {
+            "use_outline": options.use_outline,
+            "model_config": options.model_config.to_dict(),
+        }
+        if whole:
+            books = ray.data.from_items(whole, override_num_blocks=len(whole)).map_batches(
+                index_documents,
+                batch_size=None,  # a block is one document
                 batch_format="pyarrow",
-                fn_kwargs={
-                    "use_outline": options.use_outline,
-                    "model_config": options.model_config.to_dict(),
-                },
+                fn_kwargs=assemble_args,
                 **assemble_gpu_args,
             )
-        )
-        parts.append((parsed, 1))  # books: one document per enrich batch
+            parts.append((books, 1))  # books: one document per enrich batch
+        if ranges:
+            split = (
+                ray.data.from_items(ranges, override_num_blocks=len(ranges))
+                .map(parse_range)
+                .groupby("doc_id", num_partitions=workers)
+                .map_groups(
+                    assemble_group,
+                    batch_format="pyarrow",
+                    fn_kwargs=assemble_args,
+                    **assemble_gpu_args,
+                )
+            )
+            parts.append((split, 1))
     if texts:
         blocks = min(len(texts), workers * 4)
         parts.append((ray.data.from_items(texts, override_num_blocks=blocks), 256))

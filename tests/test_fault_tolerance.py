@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 VOLATILE = {"indexed_at", "failed_at", "decided_at", "stage_timings"}
 # enrich_workers=1: one process loads the models; the outcome does not depend on it.
 ENRICHED = IndexOptions(enrich_workers=1, parse_workers=1)
+# Ray worker names while they parse: whole books, or page ranges of long ones.
+PARSE_WORKERS = ("ray::MapBatches(index_documents)", "ray::Map(parse_range)")
 
 
 def _snapshot(index_dir: Path) -> dict[str, list[str]]:
@@ -101,7 +103,7 @@ def test_a_worker_killed_mid_job_every_document_indexed_once(ray_session, sample
     while thread.is_alive() and killed is None and time.monotonic() < deadline:
         for proc in psutil.Process().children(recursive=True):
             try:
-                parsing = proc.name().startswith("ray::FlatMap(probe_and_split)")
+                parsing = proc.name().startswith(PARSE_WORKERS)
             except psutil.Error:
                 continue
             if parsing:  # a Ray worker in the middle of probing/parsing a document

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.heading_gold import normalize_title
 from pipelines import lance_store
-from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.index_pipeline import IndexOptions, plan_tasks, run_index
 from pipelines.run_stats import summary_line
 from pipelines.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
 
@@ -236,3 +236,31 @@ def test_identical_files_under_two_names_are_one_document(ray_session, sample_co
     nodes = _nodes(tmp_path / "index")
     assert nodes["node_id"].n_unique() == nodes.height
     assert _docs(tmp_path / "index").height == 1
+
+
+def test_plan_splits_only_books_long_against_the_run():
+    """One task per book unless a book is long against the run: then page ranges, so its
+    pages spread over the workers. Failed documents stay whole (nothing to split)."""
+
+    def probed(doc_id: str, pages: int, status: str = "ok") -> dict:
+        return {"doc_id": doc_id, "n_pages": pages, "status": status}
+
+    books = [probed("a", 300), probed("b", 40), probed("c", 30), probed("x", 0, "failed")]
+    whole, ranges = plan_tasks(books, pages_per_task=64, workers=2)
+    # 370 pages over 2 workers: the limit is max(2 · 64, 370 / 4) = 128 pages
+    assert [(r["doc_id"], r["start"], r["stop"]) for r in ranges] == [
+        ("a", 0, 64),
+        ("a", 64, 128),
+        ("a", 128, 192),
+        ("a", 192, 256),
+        ("a", 256, 300),
+    ]
+    assert [(r["doc_id"], r["start"], r["stop"]) for r in whole] == [
+        ("b", 0, 40),
+        ("c", 0, 30),
+        ("x", 0, 0),
+    ]
+    # many books of equal length: none is long against the run, each is one task
+    many = [probed(str(i), 300) for i in range(8)]
+    whole, ranges = plan_tasks(many, pages_per_task=64, workers=2)
+    assert len(whole) == 8 and ranges == []

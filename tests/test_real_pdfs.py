@@ -59,7 +59,7 @@ def test_all_real_documents_index(real_index):
 def test_book_sections_against_the_human_toc(real_index):
     """A 72-page book split over 5 page ranges: its headings score like the benchmark says
     and the tree nests them (chapters hold sections)."""
-    _, _, docs, nodes = real_index
+    out, _, docs, nodes = real_index
     doc, mine = _doc(docs, nodes, f"{HIPS_BOOK}.pdf")
     sections = mine.filter(pl.col("kind") == "section")
     pred = list(zip(sections["level"], sections["title"], sections["page_start"], strict=True))
@@ -69,6 +69,8 @@ def test_book_sections_against_the_human_toc(real_index):
     toc = json.loads(doc["toc"])
     assert any(entry["children"] for entry in toc[1:])  # nested, not flat
     assert mine["page_end"].max() == doc["n_pages"] == 72
+    plan = json.loads((out / "stats.json").read_text())["stages"]["plan"]
+    assert plan["ranges"] >= 5  # the book was split (72 pages at 16 per task), not whole
 
 
 def test_paper_tables_and_figures(real_index):
