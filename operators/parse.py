@@ -31,6 +31,7 @@ _ITALIC_NAME = re.compile(r"italic|oblique|[-_,](it|ital|obl)$", re.IGNORECASE)
 _MATH_FONT = re.compile(r"^(cmmi|cmsy|cmex|msbm|msam)|math", re.IGNORECASE)
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 _MIN_RULE = 8.0  # points; shorter strokes are glyph or artwork fragments, not table rules
+_MAX_OTHER = 200  # curves and slanted strokes beyond which a page is artwork, not a table
 
 
 @dataclass
@@ -104,6 +105,7 @@ def _same_style(a: tuple, b: tuple) -> bool:
     return a[:2] == b[:2] and font_family(a[3]) == font_family(b[3])
 
 
+@functools.lru_cache(maxsize=4096)
 def font_family(font: str) -> str:
     """'ABCDEF+Times-Bold' → 'Times': the typeface without subset tag or style suffix."""
     return re.split(r"[-,+]", font.split("+")[-1])[0]
@@ -168,7 +170,7 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
         runs: list[tuple[tuple, list[dict]]] = []
         for line in raw.get("lines", []):
             style = _line_style(line)
-            if style is None or _inside(tuple(line["bbox"]), exclude):
+            if style is None or (exclude and _inside(line["bbox"], exclude)):
                 continue
             if runs and _same_style(runs[-1][0], style):
                 runs[-1][1].append(line)
@@ -223,12 +225,19 @@ class Rulings:
         else:
             return
         a = self.area
-        self.area = [min(a[0], x0), min(a[1], y0), max(a[2], x1), max(a[3], y1)]
+        if x0 < a[0]:
+            a[0] = x0
+        if y0 < a[1]:
+            a[1] = y0
+        if x1 > a[2]:
+            a[2] = x1
+        if y1 > a[3]:
+            a[3] = y1
 
     @property
     def is_grid(self) -> bool:
         """At least three distinct rows and columns of rules: a frame alone is not a table."""
-        return len(self.ys) >= 3 and len(self.xs) >= 3 and self.other <= 200
+        return len(self.ys) >= 3 and len(self.xs) >= 3 and self.other <= _MAX_OTHER
 
 
 def _rulings(page: pymupdf.Page, paths: list[dict] | None = None) -> Rulings:
@@ -237,6 +246,8 @@ def _rulings(page: pymupdf.Page, paths: list[dict] | None = None) -> Rulings:
     ``get_cdrawings()`` when the caller has them already."""
     found = Rulings()
     for path in page.get_cdrawings() if paths is None else paths:
+        if found.other > _MAX_OTHER:  # artwork, not a table page: the rest cannot change that
+            break
         stroked = "s" in path.get("type", "s")
         for item in path["items"]:
             if item[0] == "l":
