@@ -123,7 +123,11 @@ def normalise_title(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def title_similarity(a: str, b: str) -> float:
+def title_similarity(a: str, b: str, above: float = 0.0) -> float:
+    """1.0 for equal normalised titles, 0.9 when one starts the other (and is ≥ 60 % of
+    it), else difflib's ratio, 0.0 below 0.6. With ``above``, a pair whose ratio cannot
+    exceed it scores 0.0 without the full comparison (for callers that only want a match
+    better than ``above``: the upper bounds decide, and the answer they need is the same)."""
     na, nb = normalise_title(a), normalise_title(b)
     if not na or not nb:
         return 0.0
@@ -132,10 +136,12 @@ def title_similarity(a: str, b: str) -> float:
     short, long_ = sorted((na, nb), key=len)
     if long_.startswith(short) and len(short) >= 0.6 * len(long_):
         return 0.9
-    if 2 * len(short) < 0.6 * (len(short) + len(long_)):
+    floor = max(0.6, above)
+    if 2 * len(short) < floor * (len(short) + len(long_)):
         return 0.0  # real_quick_ratio's bound, without building the matcher
     matcher = SequenceMatcher(None, na, nb, autojunk=False)
-    if matcher.real_quick_ratio() < 0.6 or matcher.quick_ratio() < 0.6:
+    bound = matcher.quick_ratio()
+    if bound < 0.6 or bound <= above:
         return 0.0  # an upper bound already too low to match: skip the full comparison
     return matcher.ratio()
 
@@ -309,8 +315,10 @@ class OutlineSectionFilter:
             b = blocks[i]
             if i in used:
                 continue
-            score = title_similarity(title, b.text[: len(title) + 40])
-            score -= 0.05 * abs(b.page - page)
+            penalty = 0.05 * abs(b.page - page)
+            # only a score above best_score + penalty can win (1e-9: never skip a tie-breaker)
+            score = title_similarity(title, b.text[: len(title) + 40], best_score + penalty - 1e-9)
+            score -= penalty
             if score > best_score:
                 best, best_score = i, score
         return best
