@@ -8,7 +8,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from operators.parse import TEXT, Block, font_family
+from operators.parse import TEXT, Block, font_family, measure_space_above
 
 HEADER, FOOTER, CAPTION, LIST, TITLE = "header", "footer", "caption", "list", "title"
 
@@ -19,6 +19,7 @@ _CAPTION = re.compile(
     re.IGNORECASE,
 )
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
+_ENUM_LABEL = re.compile(r"^\(?[a-z0-9]{1,2}\)\s+\S")  # "a) …", "(1) …": a bullet's label
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
@@ -189,6 +190,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     mark_headers_footers(blocks, n_pages)
     body = body_style(blocks)
     blocks[:] = join_split_headings(blocks, body)
+    _space_below_furniture(blocks)
     columns = _text_columns(blocks, body)
     toc_pages = _contents_pages(blocks)
     labels = _recurring_labels(blocks)
@@ -198,7 +200,11 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
         text = b.text.strip()
         if _CAPTION.match(text) and len(text) < 500:
             b.kind = CAPTION
-        elif _BULLET.match(text) and not (b.bold or b.font_size > body.font_size + 0.5):
+        elif (
+            _BULLET.match(text)
+            and not (b.bold or b.font_size > body.font_size + 0.5)
+            and not _labelled_heading(b, text, body, columns, labels)
+        ):
             b.kind = LIST
         elif (
             b.n_lines <= 4
@@ -210,6 +216,38 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
         ):
             b.kind = TITLE
     return body
+
+
+def _labelled_heading(
+    b: Block, text: str, body: BodyStyle, columns: dict[int, tuple[float, float]], labels: set
+) -> bool:
+    """A line that starts like a list item, "a) Push Factors" or "(1) Patent Cooperation
+    Treaty", but is set apart as a heading: one line, a letter or number label (not a bullet
+    symbol), no closing punctuation, standing out from the text around it (list items sit
+    in the flow, one under the other)."""
+    return (
+        b.n_lines == 1
+        and _ENUM_LABEL.match(text) is not None
+        and not text.rstrip().endswith((".", ",", ";", ":"))
+        and is_title_shaped(text)
+        and _stands_out(b, body, columns, labels)
+    )
+
+
+def _space_below_furniture(blocks: list[Block]) -> None:
+    """White space above each block measured again without the running headers and footers:
+    the first line under a running header starts the text area, and the header's distance
+    is no evidence that it sits in the flow of the text (an italic "B. The Patent" at the top
+    of a page was taken for emphasis). Pages without a header or footer keep their values."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    furnished: set[int] = set()
+    for b in blocks:
+        if b.kind in (HEADER, FOOTER):
+            furnished.add(b.page)
+        else:
+            by_page[b.page].append(b)
+    for page in furnished:
+        measure_space_above(by_page[page])
 
 
 def _ends_with_page(text: str) -> bool:

@@ -486,14 +486,14 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     blocks.sort(key=reading_key)
     for i, block in enumerate(blocks):
         block.order = i
-    _measure_space_above(blocks)
+    measure_space_above(blocks)
     return blocks
 
 
-def _measure_space_above(blocks: list[Block]) -> None:
-    """Vertical white space above each text block: headings sit apart, emphasis does not.
-    The gap to the lowest-ending block that ends above (y1 <= y0 + 1) and overlaps it
-    horizontally; the block's own y0 where there is none."""
+def measure_space_above(blocks: list[Block]) -> None:
+    """Vertical white space above each text block of one page: headings sit apart, emphasis
+    does not. The gap to the lowest-ending block that ends above (y1 <= y0 + 1) and overlaps
+    it horizontally; the block's own y0 where there is none."""
     texts = [b for b in blocks if b.kind != IMAGE]
     by_bottom = sorted(texts, key=lambda o: o.y1)
     bottoms = [o.y1 for o in by_bottom]

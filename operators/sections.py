@@ -182,7 +182,6 @@ def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dic
             and cur.font_size < head.font_size
             and cur.font_size >= 0.55 * head.font_size
             and numbering_depth(cur.text) is None
-            and numbering_depth(head.text) is None
         )
         if subtitle or (label_only and gap < 4 * prev.font_size):
             merged[i] = leader

@@ -66,3 +66,39 @@ def test_paragraph_gap_ignores_footnotes(shared_data):
     ]:
         assert (title, page) in titles, (title, page)
     assert score(headings, load_hips_gold(pdf.stem))["recall"] >= 0.6
+
+
+def test_heading_under_a_running_header_is_not_in_the_flow(shared_data):
+    # "B. The Patent" opens page 18 right under the running header. Measured to the header,
+    # its space above was a paragraph's, so it read as emphasis; the header is furniture.
+    pdf = _book(shared_data, "aegis-or-achilles-heel")
+    titles = {(title, page) for _, title, page in extract_headings(str(pdf), use_outline=False)}
+    assert ("B. The Patent", 18) in titles
+    assert ("C. The Unclaimable Gap May Constitute a Discrimination", 50) in titles
+
+
+def test_lettered_headings_are_not_list_items(shared_data):
+    # This book numbers its lower levels "a) …" and "(1) …" in body-size italics, set apart
+    # by a line of space: headings, though they start like list items.
+    pdf = _book(shared_data, "the-role-of-the-patent-system")
+    headings = extract_headings(str(pdf), use_outline=False)
+    titles = {(title, page) for _, title, page in headings}
+    for title, page in [
+        ("a) Responsibility for Vulnerable Countries", 24),
+        ("b) Push Factors", 24),
+        ("(1) Patent Cooperation Treaty", 43),
+    ]:
+        assert (title, page) in titles, (title, page)
+    assert score(headings, load_hips_gold(pdf.stem))["f1"] >= 0.8
+
+
+def test_numbered_chapter_title_keeps_its_subtitle(shared_data):
+    # "1 From women's rights to human rights" (18 pt bold) with its subtitle in 16 pt right
+    # below: one title, as the book's contents lists it.
+    pdf = _book(shared_data, "women-and-the-un")
+    titles = {title for _, title, _ in extract_headings(str(pdf), use_outline=False)}
+    assert (
+        "1 From women’s rights to human rights The influence of Pan-American feminism on the "
+        "United Nations" in titles
+    )
+    assert "The influence of Pan-American feminism on the United Nations" not in titles
