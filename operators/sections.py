@@ -209,11 +209,46 @@ class LayoutSectionFilter:
                     decisions[i] = Decision(None, "style used for prose or emphasis")
             else:
                 kept.append(style)
+        kept = self._drop_bylines(kept, clusters, candidates, decisions)
         levels = self._style_levels(kept, clusters, candidates)
         for style in kept:
             for i in clusters[style]:
                 decisions[i] = Decision(levels[style], f"style {style}")
         return SectionDecisions(decisions=decisions)
+
+    @staticmethod
+    def _drop_bylines(
+        kept: list[tuple],
+        clusters: dict[tuple, list[int]],
+        candidates: list[Candidate],
+        decisions: list[Decision],
+    ) -> list[tuple]:
+        """A style that only ever appears right under a heading of a more prominent style
+        (authors' names under chapter titles) is not a level of its own: at least 3 members,
+        80 % of them the next candidate after such a heading on its page, within 3 blocks."""
+        dropped: set[tuple] = set()
+        for style in kept:
+            members = clusters[style]
+            above = {
+                c.index: c
+                for s in kept
+                if _prominence(s) > _prominence(style)
+                for c in (candidates[i] for i in clusters[s])
+            }
+            under = 0
+            for i in members:
+                cand, prev = candidates[i], candidates[i - 1] if i else None
+                under += (
+                    prev is not None
+                    and prev.index in above
+                    and prev.page == cand.page
+                    and cand.index - prev.index <= 3
+                )
+            if len(members) >= 3 and under >= 0.8 * len(members):
+                dropped.add(style)
+                for i in members:
+                    decisions[i] = Decision(None, "byline under a heading")
+        return [s for s in kept if s not in dropped]
 
     @staticmethod
     def _drop_cover_title(

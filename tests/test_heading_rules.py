@@ -102,3 +102,5 @@ def test_numbered_chapter_title_keeps_its_subtitle(shared_data):
         "United Nations" in titles
     )
     assert "The influence of Pan-American feminism on the United Nations" not in titles
+    # the authors' names in 14 pt italics under every chapter title are bylines, not a level
+    assert "Katherine M. Marino" not in titles and "Khushi Singh Rathore" not in titles
