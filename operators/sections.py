@@ -225,7 +225,8 @@ class LayoutSectionFilter:
     ) -> list[tuple]:
         """A style that only ever appears right under a heading of a more prominent style
         (authors' names under chapter titles) is not a level of its own: at least 3 members,
-        80 % of them the next candidate after such a heading on its page, within 3 blocks."""
+        80 % of them the next candidate after such a heading (or its subtitle) on its page,
+        within 3 blocks."""
         dropped: set[tuple] = set()
         for style in kept:
             members = clusters[style]
@@ -237,12 +238,15 @@ class LayoutSectionFilter:
             }
             under = 0
             for i in members:
-                cand, prev = candidates[i], candidates[i - 1] if i else None
+                head = i - 1  # the heading above, its subtitle (a continuation) skipped
+                while head >= 0 and decisions[head].reason == CONTINUES:
+                    head -= 1
+                cand = candidates[i]
                 under += (
-                    prev is not None
-                    and prev.index in above
-                    and prev.page == cand.page
-                    and cand.index - prev.index <= 3
+                    head >= 0
+                    and candidates[head].index in above
+                    and candidates[head].page == cand.page
+                    and cand.index - candidates[i - 1].index <= 3
                 )
             if len(members) >= 3 and under >= 0.8 * len(members):
                 dropped.add(style)
