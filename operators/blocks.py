@@ -20,6 +20,7 @@ _CAPTION = re.compile(
 )
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _ENUM_LABEL = re.compile(r"^\(?[a-z0-9]{1,2}\)\s+\S")  # "a) …", "(1) …": a bullet's label
+_SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
@@ -194,6 +195,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     columns = _text_columns(blocks, body)
     toc_pages = _contents_pages(blocks)
     labels = _recurring_labels(blocks)
+    cells = _table_cells(blocks)
     for b in blocks:
         if b.kind != TEXT:
             continue
@@ -215,6 +217,8 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             )
         ):
             b.kind = TITLE
+            if id(b) in cells:  # a candidate still (its style's statistics count it), never
+                b.extra["table_cell"] = True  # a heading: see sections.resolve_headings
     return body
 
 
@@ -232,6 +236,39 @@ def _labelled_heading(
         and is_title_shaped(text)
         and _stands_out(b, body, columns, labels)
     )
+
+
+def _table_cells(blocks: list[Block], min_rows: int = 3) -> set[int]:
+    """Ids of the one-line text blocks that sit side by side with another one-line block on
+    the same line, on pages with at least ``min_rows`` such lines: the cells of a table
+    drawn without vertical rules ("Berlin Mandate | 28 Mar–7 Apr 1995"), which the ruled-table
+    step does not see. A heading has no text beside it; two-column prose pairs multi-line
+    paragraphs, not single lines."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines == 1:
+            by_page[b.page].append(b)
+    cells: set[int] = set()
+    for line_blocks in by_page.values():
+        line_blocks.sort(key=lambda b: b.y0)
+        paired: set[int] = set()
+        rows = 0
+        for i, b in enumerate(line_blocks):
+            beside = False
+            for o in line_blocks[i + 1 :]:
+                if o.y0 > b.y0 + 2:
+                    break
+                left, right = (b, o) if b.x0 < o.x0 else (o, b)
+                if abs(o.y1 - b.y1) > 2 or right.x0 < left.x1:
+                    continue
+                if _SECTION_LABEL.match(left.text.strip()) and right.x0 - left.x1 < 40:
+                    continue  # a heading's number set apart from its title: "2   Methods"
+                paired.update((id(b), id(o)))
+                beside = True
+            rows += beside
+        if rows >= min_rows:
+            cells |= paired
+    return cells
 
 
 def _space_below_furniture(blocks: list[Block]) -> None:

@@ -104,3 +104,14 @@ def test_numbered_chapter_title_keeps_its_subtitle(shared_data):
     assert "The influence of Pan-American feminism on the United Nations" not in titles
     # the authors' names in 14 pt italics under every chapter title are bylines, not a level
     assert "Katherine M. Marino" not in titles and "Khushi Singh Rathore" not in titles
+
+
+def test_cells_of_a_table_without_vertical_rules_are_not_headings(shared_data):
+    # Table 3.1 of this book is ruled by horizontal lines only; its bold first-column cells
+    # ("Berlin Mandate" beside "28 Mar–7 Apr 1995") looked like headings.
+    pdf = _book(shared_data, "climate-change-and-international-shipping")
+    headings = extract_headings(str(pdf), use_outline=False)
+    titles = {title for _, title, _ in headings}
+    for cell in ("Berlin Mandate", "Cancun Agreements", "Durban Package", "Kyoto Protocol (KP)"):
+        assert cell not in titles, cell
+    assert score(headings, load_hips_gold(pdf.stem))["recall"] >= 0.85
