@@ -238,7 +238,7 @@ def _labelled_heading(
     )
 
 
-def _table_cells(blocks: list[Block], min_rows: int = 3) -> set[int]:
+def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
     """Ids of the one-line text blocks that sit side by side with another one-line block on
     the same line, on pages with at least ``min_rows`` such lines: the cells of a table
     drawn without vertical rules ("Berlin Mandate | 28 Mar–7 Apr 1995"), which the ruled-table
