@@ -29,7 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-outline", action="store_true", help="ignore PDF outlines; layout evidence only"
     )
-    parser.add_argument("--pages-per-task", type=int, default=64, help="page range per task")
+    parser.add_argument(
+        "--pages-per-task",
+        type=int,
+        default=64,
+        help="pages per task for a book long enough to be split (others run whole)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="parse parallelism")
     parser.add_argument(
         "--no-enrich", action="store_true", help="structure only: no vectors, no entities"
