@@ -21,6 +21,7 @@ _CAPTION = re.compile(
 _BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
 _ENUM_LABEL = re.compile(r"^\(?[a-z0-9]{1,2}\)\s+\S")  # "a) …", "(1) …": a bullet's label
 _SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
+_FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
@@ -196,6 +197,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     toc_pages = _contents_pages(blocks)
     labels = _recurring_labels(blocks)
     cells = _table_cells(blocks)
+    front = _front_matter_pages(blocks, body, toc_pages)
     for b in blocks:
         if b.kind != TEXT:
             continue
@@ -219,6 +221,8 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             b.kind = TITLE
             if id(b) in cells:  # a candidate still (its style's statistics count it), never
                 b.extra["table_cell"] = True  # a heading: see sections.resolve_headings
+            if b.page in front:
+                b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
     return body
 
 
@@ -236,6 +240,27 @@ def _labelled_heading(
         and is_title_shaped(text)
         and _stands_out(b, body, columns, labels)
     )
+
+
+def _front_matter_pages(blocks: list[Block], body: BodyStyle, toc_pages: set[int]) -> set[int]:
+    """Sparse pages before the table of contents that carry no running text (no body-size
+    block of 3 or more lines, at most ``_FRONT_BLOCKS`` blocks): half title, series page,
+    title page, dedication. Their large lines are the book's title, authors and publisher,
+    not sections. (A manual's dense instruction pages before its contents are not.)"""
+    if not toc_pages or min(toc_pages) > 20:
+        return set()
+    first_toc = min(toc_pages)
+    prose = {
+        b.page
+        for b in blocks
+        if b.kind == TEXT and b.n_lines >= 3 and abs(b.font_size - body.font_size) < 0.6
+    }
+    count = Counter(b.page for b in blocks if b.kind not in (HEADER, FOOTER))
+    return {
+        page
+        for page, n in count.items()
+        if page < first_toc and page not in prose and n <= _FRONT_BLOCKS
+    }
 
 
 def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:

@@ -213,7 +213,10 @@ class LayoutSectionFilter:
         levels = self._style_levels(kept, clusters, candidates)
         for style in kept:
             for i in clusters[style]:
-                decisions[i] = Decision(levels[style], f"style {style}")
+                if context.blocks and context.blocks[candidates[i].index].extra.get("front_matter"):
+                    decisions[i] = Decision(None, "front matter before the contents")
+                else:
+                    decisions[i] = Decision(levels[style], f"style {style}")
         return SectionDecisions(decisions=decisions)
 
     @staticmethod

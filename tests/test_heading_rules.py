@@ -115,3 +115,13 @@ def test_cells_of_a_table_without_vertical_rules_are_not_headings(shared_data):
     for cell in ("Berlin Mandate", "Cancun Agreements", "Durban Package", "Kyoto Protocol (KP)"):
         assert cell not in titles, cell
     assert score(headings, load_hips_gold(pdf.stem))["recall"] >= 0.85
+
+
+def test_title_and_series_pages_before_the_contents_are_not_sections(shared_data):
+    # Pages 2-3 hold the series page and the title page: large lines, no running text.
+    pdf = _book(shared_data, "climate-change-and-international-shipping")
+    headings = extract_headings(str(pdf), use_outline=False)
+    early = {title for _, title, page in headings if page <= 3}
+    for line in ("Series Editor", "VOLUME 23", "LEIDEN | BOSTON", "Yubing Shi"):
+        assert line not in early, line
+    assert score(headings, load_hips_gold(pdf.stem))["precision"] >= 0.85
