@@ -18,8 +18,9 @@ _CAPTION = re.compile(
     r"([0-9]+|[ivxlc]+|[a-z])([.:\-–—)]|\s|$)",
     re.IGNORECASE,
 )
-_BULLET = re.compile(r"^([•◦▪‣●○■□►✓➢–—\-*·]|\(?[a-z0-9]{1,2}\))\s+\S")
-_ENUM_LABEL = re.compile(r"^\(?[a-z0-9]{1,2}\)\s+\S")  # "a) …", "(1) …": a bullet's label
+_ENUM = r"\(?[a-z0-9]{1,2}\)"  # a list item's letter or number label: "a)", "(1)"
+_BULLET = re.compile(rf"^([•◦▪‣●○■□►✓➢–—\-*·]|{_ENUM})\s+\S")
+_ENUM_LABEL = re.compile(rf"^{_ENUM}\s+\S")  # "a) …", "(1) …"
 _SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
 _FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)

@@ -234,10 +234,10 @@ class LayoutSectionFilter:
         for style in kept:
             members = clusters[style]
             above = {
-                c.index: c
+                candidates[i].index
                 for s in kept
                 if _prominence(s) > _prominence(style)
-                for c in (candidates[i] for i in clusters[s])
+                for i in clusters[s]
             }
             under = 0
             for i in members:

@@ -4,6 +4,7 @@ bookmarks that name book furniture rather than sections."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ def _book(shared_data: Path, prefix: str) -> Path:
     if not found:
         pytest.skip(f"HiPS book {prefix} missing from the shared data")
     return found[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _layout_headings(pdf: Path) -> tuple[tuple[int, str, int], ...]:
+    """The book's headings from layout evidence alone (outline off), extracted once for all
+    the tests that read the same book."""
+    return tuple(extract_headings(str(pdf), use_outline=False))
 
 
 def test_notes_headings_set_smaller_than_the_text(shared_data):
@@ -57,7 +65,7 @@ def test_paragraph_gap_ignores_footnotes(shared_data):
     # every block, the "typical paragraph gap" was a footnote's, wider than these headings'
     # space, so they read as emphasis in the flow of the text and were lost.
     pdf = _book(shared_data, "aegis-or-achilles-heel")
-    headings = extract_headings(str(pdf), use_outline=False)
+    headings = _layout_headings(pdf)
     titles = {(title, page) for _, title, page in headings}
     for title, page in [
         ("A. The Glucoamylase", 16),
@@ -72,7 +80,7 @@ def test_heading_under_a_running_header_is_not_in_the_flow(shared_data):
     # "B. The Patent" opens page 18 right under the running header. Measured to the header,
     # its space above was a paragraph's, so it read as emphasis; the header is furniture.
     pdf = _book(shared_data, "aegis-or-achilles-heel")
-    titles = {(title, page) for _, title, page in extract_headings(str(pdf), use_outline=False)}
+    titles = {(title, page) for _, title, page in _layout_headings(pdf)}
     assert ("B. The Patent", 18) in titles
     assert ("C. The Unclaimable Gap May Constitute a Discrimination", 50) in titles
 
@@ -81,7 +89,7 @@ def test_lettered_headings_are_not_list_items(shared_data):
     # This book numbers its lower levels "a) …" and "(1) …" in body-size italics, set apart
     # by a line of space: headings, though they start like list items.
     pdf = _book(shared_data, "the-role-of-the-patent-system")
-    headings = extract_headings(str(pdf), use_outline=False)
+    headings = _layout_headings(pdf)
     titles = {(title, page) for _, title, page in headings}
     for title, page in [
         ("a) Responsibility for Vulnerable Countries", 24),
@@ -96,7 +104,7 @@ def test_numbered_chapter_title_keeps_its_subtitle(shared_data):
     # "1 From women's rights to human rights" (18 pt bold) with its subtitle in 16 pt right
     # below: one title, as the book's contents lists it.
     pdf = _book(shared_data, "women-and-the-un")
-    titles = {title for _, title, _ in extract_headings(str(pdf), use_outline=False)}
+    titles = {title for _, title, _ in _layout_headings(pdf)}
     assert (
         "1 From women’s rights to human rights The influence of Pan-American feminism on the "
         "United Nations" in titles
@@ -110,7 +118,7 @@ def test_cells_of_a_table_without_vertical_rules_are_not_headings(shared_data):
     # Table 3.1 of this book is ruled by horizontal lines only; its bold first-column cells
     # ("Berlin Mandate" beside "28 Mar–7 Apr 1995") looked like headings.
     pdf = _book(shared_data, "climate-change-and-international-shipping")
-    headings = extract_headings(str(pdf), use_outline=False)
+    headings = _layout_headings(pdf)
     titles = {title for _, title, _ in headings}
     for cell in ("Berlin Mandate", "Cancun Agreements", "Durban Package", "Kyoto Protocol (KP)"):
         assert cell not in titles, cell
@@ -120,7 +128,7 @@ def test_cells_of_a_table_without_vertical_rules_are_not_headings(shared_data):
 def test_title_and_series_pages_before_the_contents_are_not_sections(shared_data):
     # Pages 2-3 hold the series page and the title page: large lines, no running text.
     pdf = _book(shared_data, "climate-change-and-international-shipping")
-    headings = extract_headings(str(pdf), use_outline=False)
+    headings = _layout_headings(pdf)
     early = {title for _, title, page in headings if page <= 3}
     for line in ("Series Editor", "VOLUME 23", "LEIDEN | BOSTON", "Yubing Shi"):
         assert line not in early, line
