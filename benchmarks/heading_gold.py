@@ -21,7 +21,8 @@ Matching rules (used by :func:`match_headings` and :func:`score`)
 -----------------------------------------------------------------
 1. Titles are normalised for matching only (:func:`normalize_title`): unicode NFKC, lower-case;
    leading section numbering is stripped, repeatedly, up to 3 times: a keyword with a number
-   ("chapter 4", "part ii", "section 2.1", "appendix b", "annex i", "article 3"), dotted arabic
+   ("chapter 4", "part ii", "section 2.1", "appendix b", "annex i", "article 3", or a number
+   spelled out: "chapter one", "part twenty-one"), dotted arabic
    numbers with 1-3 digits per component ("1", "1.2.3", "4."; years like "2019" are kept), a
    roman numeral or a single letter followed by ".", ")" or ":" ("iv.", "a)", "b:"), "§ 3", and a
    parenthesised or bracketed number, numeral or letter ("(1)", "(iv)", "[a]").
@@ -108,9 +109,14 @@ _ARABIC = r"\d{1,3}(?:\.\d{1,3})*"
 _KEYWORDS = (
     r"chapter|chap|part|section|sect|sec|appendix|annex|annexure|article|art|book|volume|vol"
 )
+_UNITS = r"one|two|three|four|five|six|seven|eight|nine"
+_NUMBER_WORD = (
+    r"(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-]?(?:" + _UNITS + r"))?"
+    r"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|" + _UNITS
+)
 _NUMBERING_RE = re.compile(
     rf"""^\s*(?:
-        (?:{_KEYWORDS})\.?\s+(?:{_ARABIC}|{_ROMAN}|[a-z])(?![\w])\.?[.):\-\u2013\u2014]?
+        (?:{_KEYWORDS})\.?\s+(?:{_ARABIC}|{_ROMAN}|{_NUMBER_WORD}|[a-z])(?![\w])\.?[.):\-\u2013\u2014]?
       | {_ARABIC}\.?[):\-\u2013\u2014]?(?=\s|$)
       | (?:{_ROMAN}|[a-z])[.):](?=\s|$)
       | §+\s*{_ARABIC}\.?

@@ -132,10 +132,19 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
     for b, _ in in_margin:
         pages_by_shape[_shape(b.text)].add(b.page)
     repeat_floor = 2 if n_pages < 10 else 3
+    marked: dict[int, list[Block]] = defaultdict(list)
     for b, kind in in_margin:
         if (
             _PAGE_NUMBER.match(b.text.strip())
             or len(pages_by_shape[_shape(b.text)]) >= repeat_floor
+        ):
+            b.kind = kind
+            marked[b.page].append(b)
+    # A line beside running furniture on the same baseline ("4 | Chapter 2. Installation",
+    # the section name a footer carries on one or two pages only) is furniture too.
+    for b, kind in in_margin:
+        if b.kind == TEXT and any(
+            abs(m.y1 - b.y1) < 2 and (m.x1 <= b.x0 or b.x1 <= m.x0) for m in marked[b.page]
         ):
             b.kind = kind
 
@@ -371,8 +380,8 @@ def _stands_out(
     """Typographic evidence that a block is set apart from body text."""
     if b.font_size >= body.font_size + 0.9:
         return True
-    if b.font_size < body.font_size - 1.6:
-        return False
+    if b.font_size < body.font_size - 1.6 or b.mono:
+        return False  # notes; code and commands in a fixed-pitch face
     numbered = _SECTION_NUMBER.match(b.text) is not None
     numbered_head = numbered or _NUMBERED_HEAD.match(b.text) is not None
     # Set in the flow of the text, with no more space than a paragraph gets: emphasis, unless

@@ -29,6 +29,12 @@ TEXT, TABLE, IMAGE, FORMULA = "text", "table", "image", "formula"
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _ITALIC_NAME = re.compile(r"italic|oblique|[-_,](it|ital|obl)$", re.IGNORECASE)
 _MATH_FONT = re.compile(r"^(cmmi|cmsy|cmex|msbm|msam)|math", re.IGNORECASE)
+# Fixed-pitch typefaces (code listings, commands), for PDFs whose fonts do not set the
+# monospaced flag: Courier, Consolas, Menlo, *Mono, TeX's typewriter faces (cmtt, t1xtt).
+_MONO_FONT = re.compile(
+    r"mono|nimbusmon|courier|consol|menlo|monaco|sourcecode|typewriter|(^|[+\-_ ])(cm|lm|t1x|ec|sf|pcr)?tt\d*($|[\-_ ,])",
+    re.IGNORECASE,
+)
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 _MIN_RULE = 8.0  # points; shorter strokes are glyph or artwork fragments, not table rules
 _MAX_OTHER = 200  # curves and slanted strokes beyond which a page is artwork, not a table
@@ -54,6 +60,7 @@ class Block:
     page_width: float
     page_height: float
     space_above: float = 0.0  # gap to the nearest text above in the same column, points
+    mono: bool = False  # set in a fixed-pitch typeface throughout: code, commands
     table_rows: int = 0
     table_cols: int = 0
     extra: dict = field(default_factory=dict)
@@ -98,6 +105,13 @@ def _line_style(line: dict) -> tuple[float, bool, bool, str] | None:
         style = (round(dominant["size"], 1), bold, italic, dominant["font"])
     line["_style"] = style
     return style
+
+
+def _line_mono(line: dict) -> bool:
+    """Every span with characters is set in a fixed-pitch face (flag bit 3, or the name)."""
+    return all(
+        s["flags"] & 8 or _MONO_FONT.search(s["font"]) for s in line["spans"] if s["text"].strip()
+    )
 
 
 def _same_style(a: tuple, b: tuple) -> bool:
@@ -199,6 +213,7 @@ def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list
                         italic=italic,
                         font=font,
                         n_lines=len(para),
+                        mono=all(_line_mono(ln) for ln in para),
                         page_width=width,
                         page_height=height,
                         extra={"first_line": (_join_lines(para[:1]), para[0]["bbox"])},

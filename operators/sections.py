@@ -16,6 +16,7 @@ An LLM-based refiner (BookRAG §4.2.2) implements the same ``decide`` and can wr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import unicodedata
@@ -35,6 +36,15 @@ _WORD_NUMBERED = re.compile(
 )
 _LABEL_ONLY = re.compile(
     r"^(chapter|part|section|appendix|annex|book)\s+([0-9]+|[ivxlc]+|[a-z]|[a-z]+)$", re.I
+)
+# A label set on a line of its own with its number on the next ("CHAPTER" / "ONE").
+_BARE_LABEL = re.compile(r"^(chapter|part|section|appendix|annex|book)$", re.I)
+_UNITS = "one|two|three|four|five|six|seven|eight|nine"
+_LABEL_NUMBER = re.compile(
+    rf"^([0-9]{{1,3}}|[ivxlc]{{1,6}}|[a-z]|{_UNITS}|ten|eleven|twelve"
+    r"|(thir|four|fif|six|seven|eigh|nine)teen"
+    rf"|(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)([\s-]?({_UNITS}))?)$",
+    re.I,
 )
 _ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
 # Bookmarks that name a page of the printed object rather than a section of its text
@@ -169,6 +179,7 @@ def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dic
     Returns follower position → leader position (positions in ``candidates``).
     """
     merged: dict[int, int] = {}
+    group_text: dict[int, str] = {}  # leader position → its text and its followers' so far
     for i in range(1, len(candidates)):
         prev, cur = candidates[i - 1], candidates[i]
         if cur.page != prev.page or cur.index != prev.index + 1:
@@ -176,16 +187,46 @@ def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dic
         leader = merged.get(i - 1, i - 1)
         head = candidates[leader]
         gap = cur.y0 - blocks[prev.index].y1
-        label_only = leader == i - 1 and _LABEL_ONLY.match(head.text.strip()) is not None
+        so_far = group_text.get(leader, head.text.strip())
+        bare_label = (
+            leader == i - 1
+            and _BARE_LABEL.match(so_far) is not None
+            and _LABEL_NUMBER.match(cur.text.strip()) is not None
+        )
+        label_only = _LABEL_ONLY.match(so_far) is not None and (
+            leader == i - 1 or _BARE_LABEL.match(head.text.strip()) is not None
+        )
         subtitle = (
             gap < 0.6 * prev.font_size
             and cur.font_size < head.font_size
             and cur.font_size >= 0.55 * head.font_size
             and numbering_depth(cur.text) is None
         )
-        if subtitle or (label_only and gap < 4 * prev.font_size):
+        if subtitle or ((bare_label or label_only) and gap < 4 * prev.font_size):
             merged[i] = leader
+            group_text[leader] = f"{so_far} {cur.text.strip()}"
     return merged
+
+
+def _bare_label_heads(candidates: list[Candidate], merged: dict[int, int]) -> dict[int, Candidate]:
+    """A bare label ("CHAPTER") heading a merged title takes the style of the group's most
+    prominent line ("ONE", "PREREQUISITES") for clustering: alone it carries no evidence of
+    the level, and its small type would otherwise rank a chapter below its sections."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for follower, leader in merged.items():
+        groups[leader].append(follower)
+    heads: dict[int, Candidate] = {}
+    for leader, followers in groups.items():
+        head = candidates[leader]
+        if not _BARE_LABEL.match(head.text.strip()):
+            continue
+        members = [candidates[i] for i in followers]
+        top = max(members, key=lambda c: _prominence(c.style))
+        if _prominence(top.style) > _prominence(head.style):
+            heads[leader] = dataclasses.replace(
+                top, index=head.index, text=" ".join([head.text, *(c.text for c in members)])
+            )
+    return heads
 
 
 class LayoutSectionFilter:
@@ -199,6 +240,9 @@ class LayoutSectionFilter:
         heads = [i for i in range(len(candidates)) if i not in merged]
         self._drop_cover_title(candidates, heads, decisions, context.blocks)
         heads = [i for i in heads if decisions[i].reason == "unset"]
+        candidates = list(candidates)
+        for i, labelled in _bare_label_heads(candidates, merged).items():
+            candidates[i] = labelled
         clusters: dict[tuple, list[int]] = defaultdict(list)
         for i in heads:
             clusters[candidates[i].style].append(i)

@@ -43,6 +43,9 @@ needs_hips = pytest.mark.skipif(
         ("A. The Glucoamylase", "the glucoamylase"),
         ("b) Remedies", "remedies"),
         ("Annex I: Sequences", "sequences"),
+        ("CHAPTER ONE PREREQUISITES", "prerequisites"),  # a number spelled out
+        ("Part Twenty-One: Scope", "scope"),
+        ("CHAPTER TWENTYFOUR TUTORIAL", "tutorial"),
         ("§ 3 Rules", "rules"),
         ("(1) Patent Cooperation Treaty", "patent cooperation treaty"),
         ("(iv) Remedies", "remedies"),
@@ -63,6 +66,7 @@ def test_normalize_strips_numbering_and_punctuation(raw, expected):
         "a kind of mending",  # a lone "a" is only numbering when followed by . ) :
         "2019 Annual Report",  # years are not section numbers
         "Art history",  # keyword needs a number after it
+        "Chapter oneness",  # a number word must end there
         "Civil rights",
         "Vitamins",
     ],

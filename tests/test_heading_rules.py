@@ -133,3 +133,36 @@ def test_title_and_series_pages_before_the_contents_are_not_sections(shared_data
     for line in ("Series Editor", "VOLUME 23", "LEIDEN | BOSTON", "Yubing Shi"):
         assert line not in early, line
     assert score(headings, load_hips_gold(pdf.stem))["precision"] >= 0.85
+
+
+def _mmlongbench(shared_data: Path, name: str) -> Path:
+    pdf = shared_data / "mmlongbench" / "documents" / name
+    if not pdf.exists():
+        pytest.skip(f"{name} missing from the shared data")
+    return pdf
+
+
+def test_code_furniture_and_chapter_openers_of_a_software_manual(shared_data):
+    # A Sphinx manual: commands set in a fixed-pitch face (t1xtt) between the paragraphs,
+    # the section name printed beside the page number in the footer of a page or two, and
+    # chapter openers set as "CHAPTER" / "ONE" / "PREREQUISITES" on three lines.
+    pdf = _mmlongbench(shared_data, "mmdetection-readthedocs-io-en-v2.18.0.pdf")
+    headings = _layout_headings(pdf)
+    titles = [h[1] for h in headings]
+    assert not any(t.startswith(("conda install", "pip install", "python tools/")) for t in titles)
+    assert "Chapter 2. Installation" not in titles  # footer beside the page number
+    assert "CHAPTER" not in titles and "ONE" not in titles
+    chapter = next(h for h in headings if h[1] == "CHAPTER ONE PREREQUISITES")
+    section = next(h for h in headings if h[1] == "2.1 Prepare environment")
+    assert chapter[2] == 9 and chapter[0] < section[0]
+    installation = next(h for h in headings if h[1] == "CHAPTER TWO INSTALLATION")
+    assert installation[0] == chapter[0]
+
+
+def test_a_bare_label_takes_only_a_number(shared_data):
+    # "Appendix" on its own line above "Methods" is a part and its first chapter (the human
+    # TOC lists both), not one title "Appendix Methods".
+    pdf = _book(shared_data, "advancing-equality")
+    titles = [h[1] for h in _layout_headings(pdf)]
+    assert "Appendix Methods" not in titles
+    assert "Appendix" in titles and "Methods" in titles
