@@ -27,6 +27,7 @@ _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
 _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
+_HANGING_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?\s+\S")  # "1.4  Title", "3. Title"
 _PAGE_TAIL = frozenset("0123456789ivxlc")
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
@@ -171,6 +172,19 @@ def _unfinished(first: Block, second: Block) -> bool:
     return last_word in _CONNECTIVES or first.text.rstrip().endswith(":") or both_caps
 
 
+def _hanging(first: Block, second: Block) -> bool:
+    """A numbered heading's second line, indented to where the title starts after the
+    number ("1.4  Challenges and opportunities facing" / "    G-SIBs – differences …")."""
+    return (
+        first.n_lines == 1
+        and second.n_lines == 1
+        and _HANGING_NUMBER.match(first.text) is not None
+        and not second.text[:1].isdigit()
+        and sum(c.isalpha() for c in second.text) >= 4  # not a table's "X" or "-50 BPS"
+        and 5 <= second.x0 - first.x0 <= 60
+    )
+
+
 def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
     """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
     and body-size single lines of one style where the first is visibly unfinished."""
@@ -183,9 +197,9 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
             and prev.page == b.page
             and (prev.font_size, prev.bold, prev.italic) == (b.font_size, b.bold, b.italic)
             and font_family(prev.font) == font_family(b.font)
-            and (b.font_size >= body.font_size + 2 or _unfinished(prev, b))
+            and (b.font_size >= body.font_size + 2 or _unfinished(prev, b) or _hanging(prev, b))
             and prev.n_lines + b.n_lines <= 4
-            and 0 <= b.y0 - prev.y1 < 0.6 * b.font_size
+            and -0.5 * b.font_size <= b.y0 - prev.y1 < 0.6 * b.font_size
             and not prev.text.rstrip().endswith((".", "!", "?"))
         ):
             prev.text = f"{prev.text} {b.text}"

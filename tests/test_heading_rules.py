@@ -166,3 +166,14 @@ def test_a_bare_label_takes_only_a_number(shared_data):
     titles = [h[1] for h in _layout_headings(pdf)]
     assert "Appendix Methods" not in titles
     assert "Appendix" in titles and "Methods" in titles
+
+
+def test_numbered_heading_with_a_hanging_second_line_is_one_heading(shared_data):
+    # "1.4  Challenges and opportunities facing" / "G-SIBs – differences in the future?",
+    # the second line indented to the title, set as two blocks that touch.
+    pdf = _book(shared_data, "the-regulation-of-megabanks")
+    headings = _layout_headings(pdf)
+    titles = [" ".join(h[1].split()) for h in headings]
+    assert "1.4 Challenges and opportunities facing G-SIBs – differences in the future?" in titles
+    assert "2.1 Regulation before the GFC: Regulatory loopholes and generalization" in titles
+    assert "G-SIBs – differences in the future?" not in titles
