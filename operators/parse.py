@@ -293,8 +293,22 @@ _DOTTED_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?$")
 def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
     """A section number set apart on the left ("1.1.1.1") whose title is the first line of
     the paragraph beside it: cut that line off as a block of its own, joined to the number
-    later by ``_join_same_line``. Only when the line stops short of the right margin."""
+    later by ``_join_same_line``. Only when the line stops short of the paragraph's right
+    edge (a justified text line reaches it). A cut can leave the next heading's number as
+    the rest of the block ("Post-Kyoto Efforts and Outcomes" / "3.2.2.2.1"), so this runs
+    again until nothing changes."""
+    for _ in range(4):
+        split = _split_once(blocks)
+        if len(split) == len(blocks):
+            return split
+        blocks = split
+    return blocks
+
+
+def _split_once(blocks: list[Block]) -> list[Block]:
     numbers = [b for b in blocks if b.n_lines == 1 and _DOTTED_NUMBER.match(b.text)]
+    if not numbers:
+        return blocks
     out: list[Block] = []
     for b in blocks:
         first = b.extra.get("first_line")
@@ -302,16 +316,18 @@ def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
             out.append(b)
             continue
         text, (fx0, _, fx1, fy1) = first
-        if not any(abs(n.y0 - b.y0) < 2 and 0 <= fx0 - n.x1 < 80 for n in numbers):
+        near = max(2.0, 0.4 * b.font_size)
+        if not any(abs(n.y0 - b.y0) < near and 0 <= fx0 - n.x1 < 80 for n in numbers):
             out.append(b)
             continue
-        if fx1 > b.x0 + 0.85 * (b.x1 - b.x0) or not b.text.startswith(text):
+        if fx1 > b.x1 - 1.5 * b.font_size or not b.text.startswith(text):
             out.append(b)
             continue
         title = dataclasses.replace(b, text=text, x0=fx0, x1=fx1, y1=fy1, n_lines=1, extra={})
-        rest = dataclasses.replace(
-            b, text=b.text[len(text) :].strip(), y0=fy1, n_lines=b.n_lines - 1, extra={}
-        )
+        rest_text = b.text[len(text) :].strip()
+        rest = dataclasses.replace(b, text=rest_text, y0=fy1, n_lines=b.n_lines - 1, extra={})
+        if rest.n_lines == 1:  # its only line: the first line of what is left
+            rest.extra["first_line"] = (rest_text, (b.x0, fy1, b.x1, b.y1))
         out += [title, rest]
     return out
 

@@ -177,3 +177,12 @@ def test_numbered_heading_with_a_hanging_second_line_is_one_heading(shared_data)
     assert "1.4 Challenges and opportunities facing G-SIBs – differences in the future?" in titles
     assert "2.1 Regulation before the GFC: Regulatory loopholes and generalization" in titles
     assert "G-SIBs – differences in the future?" not in titles
+
+
+def test_number_set_apart_beside_a_long_first_line(shared_data):
+    # "1.1.1.2" set apart on the left, its title the first line of the paragraph beside it;
+    # the title runs to within two ems of the right margin, unlike a justified text line.
+    pdf = _book(shared_data, "climate-change-and-international-shipping")
+    titles = {h[1] for h in _layout_headings(pdf)}
+    assert "1.1.1.2 Contribution of Greenhouse Gas Emissions to Climate Change" in titles
+    assert "1.2.2.2 General Emissions Statistics from International Shipping" in titles
