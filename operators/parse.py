@@ -288,6 +288,7 @@ def _rulings(page: pymupdf.Page, paths: list[dict] | None = None) -> Rulings:
 
 
 _DOTTED_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?$")
+_SECTION_NUMBER_ONLY = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?$")  # "2", "2.1", "3.2.1."
 
 
 def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
@@ -345,8 +346,16 @@ def _join_same_line(blocks: list[Block]) -> list[Block]:
             and abs(prev.y0 - b.y0) < 1.5
             and abs(prev.y1 - b.y1) < 1.5
             and 0 <= b.x0 - prev.x1 < 6 * b.font_size
-            and (prev.font_size, prev.bold) == (b.font_size, b.bold)
+            and (
+                (prev.font_size, prev.bold) == (b.font_size, b.bold)
+                or (_SECTION_NUMBER_ONLY.match(prev.text) and b.x0 - prev.x1 < 3 * b.font_size)
+            )
         ):
+            if (prev.font_size, prev.bold) != (b.font_size, b.bold):
+                # "2" beside "RELATED WORK" in small capitals, whose letters PyMuPDF sizes
+                # by the smaller capitals: the title in its own face, at the number's size.
+                prev.font_size = max(prev.font_size, b.font_size)
+                prev.bold, prev.italic, prev.font, prev.mono = b.bold, b.italic, b.font, b.mono
             prev.text = f"{prev.text} {b.text}"
             prev.x1 = b.x1
         else:

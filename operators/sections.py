@@ -47,6 +47,7 @@ _LABEL_NUMBER = re.compile(
     re.I,
 )
 _ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
+_SUBSECTION = re.compile(r"^\d{1,2}(\.\d{1,2}){1,4}\.?\s+[A-Z]")  # "2.1 Title", "3.2.1. Title"
 # Bookmarks that name a page of the printed object rather than a section of its text
 # ("Cover", "Half Title", "Copyright Page"), or a production file name ("9780415792219c06").
 _FURNITURE = re.compile(
@@ -157,7 +158,7 @@ def title_similarity(a: str, b: str, above: float = 0.0) -> float:
 
 
 def _prominence(style: tuple) -> tuple:
-    size, bold, italic, caps, _ = style
+    size, bold, italic, caps = style[:4]
     return (size, bold, caps, not italic)
 
 
@@ -229,6 +230,18 @@ def _bare_label_heads(candidates: list[Candidate], merged: dict[int, int]) -> di
     return heads
 
 
+def _numbered_subsections(candidates: list[Candidate], members: list[int]) -> list[int]:
+    """In a style that is mostly run-in emphasis ("Rung 1 ("seeing")." opening a paragraph),
+    the lines numbered "2.1 Title" with no closing full stop are still subsection headings
+    (a paper sets both in bold at text size). At least two of them."""
+    numbered = [
+        i
+        for i in members
+        if _SUBSECTION.match(candidates[i].text) and not candidates[i].text.rstrip().endswith(".")
+    ]
+    return numbered if len(numbered) >= 2 else []
+
+
 class LayoutSectionFilter:
     """Levels from typography and numbering alone."""
 
@@ -247,10 +260,14 @@ class LayoutSectionFilter:
         for i in heads:
             clusters[candidates[i].style].append(i)
         kept: list[tuple] = []
-        for style, members in clusters.items():
+        for style, members in list(clusters.items()):
             if _is_prose_cluster([candidates[i] for i in members]):
                 for i in members:
                     decisions[i] = Decision(None, "style used for prose or emphasis")
+                subsections = _numbered_subsections(candidates, members)
+                if subsections:
+                    clusters[(*style, "numbered")] = subsections
+                    kept.append((*style, "numbered"))
             else:
                 kept.append(style)
         kept = self._drop_bylines(kept, clusters, candidates, decisions)

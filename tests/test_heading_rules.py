@@ -186,3 +186,26 @@ def test_number_set_apart_beside_a_long_first_line(shared_data):
     titles = {h[1] for h in _layout_headings(pdf)}
     assert "1.1.1.2 Contribution of Greenhouse Gas Emissions to Climate Change" in titles
     assert "1.2.2.2 General Emissions Statistics from International Shipping" in titles
+
+
+def test_numbered_subsections_in_a_style_shared_with_run_in_heads(shared_data):
+    # The paper sets "2.1 The Ladder of Causation" and the run-in heads "Rung 1 ("seeing")."
+    # in the same bold at text size; the run-in heads make the style read like emphasis, but
+    # the numbered lines are still subsections, below their section.
+    pdf = _mmlongbench(shared_data, "2312.04350v3.pdf")
+    headings = {h[1]: h for h in _layout_headings(pdf)}
+    assert "2.1 The Ladder of Causation" in headings
+    assert "5.2 Main Results" in headings
+    assert (
+        headings["2.1 The Ladder of Causation"][0]
+        > headings["2 Preliminaries on Causal Inference"][0]
+    )
+    assert not any(t.startswith("Rung 1") for t in headings)
+
+
+def test_section_number_beside_a_small_capitals_title(shared_data):
+    # "2" at 12 pt beside "RELATED WORK" in small capitals, which PyMuPDF sizes at 9.6 pt.
+    pdf = _mmlongbench(shared_data, "2312.09390v1.pdf")
+    headings = {h[1]: h for h in _layout_headings(pdf)}
+    assert headings["2 RELATED WORK"][2] == 4
+    assert headings["4.1 TASKS"][0] > headings["4 MAIN RESULTS"][0]
