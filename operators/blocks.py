@@ -32,6 +32,8 @@ _PAGE_TAIL = frozenset("0123456789ivxlc")
 _STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2}")
+_RELATION = frozenset("=<>≤≥≈±×÷")
 _CONNECTIVES = frozenset(
     [
         "and",
@@ -157,6 +159,8 @@ def is_title_shaped(text: str) -> bool:
         return False
     if _ADDRESS.search(text):  # e-mail addresses, links, arXiv stamps
         return False
+    if not _WORD.search(text) and any(c in _RELATION for c in text):
+        return False  # a formula's line ("C 591,2 ="), not a title ("v2.18.0 (27/10/2021)")
     if text.rstrip().endswith((",", ";", ":")) and len(words) > 3:
         return False
     return not _PAGE_NUMBER.match(text.strip())

@@ -533,13 +533,16 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
 def measure_space_above(blocks: list[Block]) -> None:
     """Vertical white space above each text block of one page: headings sit apart, emphasis
     does not. The gap to the lowest-ending block that ends above (y1 <= y0 + 1) and overlaps
-    it horizontally; the block's own y0 where there is none."""
+    it horizontally; the block's own y0 where there is none. Line boxes of tightly set text
+    overlap by a point or two, so a block ending up to a quarter of a line below the top
+    still counts as the one above (a negative gap)."""
     texts = [b for b in blocks if b.kind != IMAGE]
     by_bottom = sorted(texts, key=lambda o: o.y1)
     bottoms = [o.y1 for o in by_bottom]
     for b in texts:
         gap = b.y0
-        for i in range(bisect.bisect_right(bottoms, b.y0 + 1) - 1, -1, -1):
+        reach = b.y0 + max(1.0, 0.25 * b.font_size)
+        for i in range(bisect.bisect_right(bottoms, reach) - 1, -1, -1):
             o = by_bottom[i]
             if o is not b and min(o.x1, b.x1) - max(o.x0, b.x0) > 0:
                 gap = b.y0 - o.y1

@@ -209,3 +209,18 @@ def test_section_number_beside_a_small_capitals_title(shared_data):
     headings = {h[1]: h for h in _layout_headings(pdf)}
     assert headings["2 RELATED WORK"][2] == 4
     assert headings["4.1 TASKS"][0] > headings["4 MAIN RESULTS"][0]
+
+
+def test_line_boxes_that_overlap_the_line_above_are_in_the_flow(shared_data):
+    # Tightly set text: a line's box starts a point above where the previous block's box
+    # ends. Measured past that block, an italic line in the middle of a paragraph looked
+    # set apart by 90 pt and became a heading.
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "aegis-or-achilles"))}
+    assert not any(t.startswith("rived from Talaromyces") for t in titles)
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "women-and-the-un"))}
+    assert not any(t.startswith("Women.57") for t in titles)
+
+
+def test_formula_lines_are_not_headings(shared_data):
+    headings = _layout_headings(_book(shared_data, "aegis-or-achilles"))
+    assert not any(h[1].startswith("C 591") for h in headings)
