@@ -226,6 +226,8 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     labels = _recurring_labels(blocks)
     cells = _table_cells(blocks)
     front = _front_matter_pages(blocks, body, toc_pages)
+    small_print = _small_print_pages(blocks, body)
+    small_columns = _small_print_columns(blocks, small_print)
     for b in blocks:
         if b.kind != TEXT:
             continue
@@ -238,6 +240,8 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             and not _labelled_heading(b, text, body, columns, labels)
         ):
             b.kind = LIST
+        elif b.page in small_print and _small_print_heading(b, small_print[b.page], small_columns):
+            b.kind = TITLE
         elif (
             b.n_lines <= 4
             and is_title_shaped(text)
@@ -252,6 +256,50 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
     return body
+
+
+def _small_print_pages(blocks: list[Block], body: BodyStyle) -> dict[int, BodyStyle]:
+    """Pages of running text set smaller than the body (an appendix or the notes in small
+    type): at least 800 characters in blocks of 3 or more lines at one smaller size, and no
+    such block at body size. Returns each page's own body style (its text size)."""
+    sizes: dict[int, Counter] = defaultdict(Counter)
+    at_body: set[int] = set()
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines >= 3 and not b.mono:
+            if abs(b.font_size - body.font_size) < 0.6:
+                at_body.add(b.page)
+            sizes[b.page][round(b.font_size * 2) / 2] += len(b.text)
+    small: dict[int, BodyStyle] = {}
+    for page, by_size in sizes.items():
+        size, chars = by_size.most_common(1)[0]
+        if page not in at_body and size <= body.font_size - 0.5 and chars >= 800:
+            small[page] = BodyStyle(size, body.bold, body.family, body.paragraph_gap)
+    return small
+
+
+def _small_print_columns(
+    blocks: list[Block], small_print: dict[int, BodyStyle]
+) -> dict[int, tuple[float, float]]:
+    """The text's left and right edges on small-print pages, from their own text size."""
+    edges: dict[int, tuple[float, float]] = {}
+    for page, local in small_print.items():
+        edges |= _text_columns([b for b in blocks if b.page == page], local)
+    return edges
+
+
+def _small_print_heading(b: Block, local: BodyStyle, columns: dict) -> bool:
+    """On a small-print page, a heading is one line set apart from the text above it, in
+    capitals or centred, at most a point smaller than that text: "1. THE URGENCY OF
+    ADVANCING EQUALITY" over the notes of chapter 1."""
+    text = b.text.strip()
+    return (
+        b.n_lines == 1
+        and is_title_shaped(text)
+        and not text.endswith((".", ",", ";", ":"))
+        and b.font_size >= local.font_size - 1.1
+        and b.space_above >= max(local.paragraph_gap, 0.5 * b.font_size) + 0.5 * b.font_size
+        and ((text.isupper() and sum(c.isalpha() for c in text) >= 6) or _centred(b, columns))
+    )
 
 
 def _labelled_heading(

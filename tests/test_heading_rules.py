@@ -224,3 +224,13 @@ def test_line_boxes_that_overlap_the_line_above_are_in_the_flow(shared_data):
 def test_formula_lines_are_not_headings(shared_data):
     headings = _layout_headings(_book(shared_data, "aegis-or-achilles"))
     assert not any(h[1].startswith("C 591") for h in headings)
+
+
+def test_headings_of_notes_and_an_appendix_in_small_print(shared_data):
+    # The book's methods appendix and its notes are set at 9 pt under 10 pt body text; their
+    # headings (centred capitals, centred italics) stand out from that small text, not from
+    # the body size, and the human TOC lists them.
+    headings = {h[1]: h for h in _layout_headings(_book(shared_data, "advancing-equality"))}
+    assert headings["1. THE URGENCY OF ADVANCING EQUALITY"][2] == 324
+    assert headings["FRAMEWORK FOR COMPARING CONSTITUTIONAL PROTECTIONS"][2] == 315
+    assert headings["Approach to Rights Analysis"][2] == 315
