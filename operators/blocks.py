@@ -189,6 +189,18 @@ def _hanging(first: Block, second: Block) -> bool:
     )
 
 
+def _centred_pair(first: Block, second: Block) -> bool:
+    """Two lines of one centred title: single lines of different widths on one centre
+    ("Chapter 5: Negotiating the Balance of Religious Freedom" / "and Equal Rights"). The
+    lines of justified text share a centre too, but also their width."""
+    return (
+        first.n_lines == 1
+        and second.n_lines == 1
+        and abs((first.x0 + first.x1) - (second.x0 + second.x1)) < 4
+        and abs((first.x1 - first.x0) - (second.x1 - second.x0)) > 2 * second.font_size
+    )
+
+
 def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
     """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
     and body-size single lines of one style where the first is visibly unfinished."""
@@ -201,11 +213,18 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
             and prev.page == b.page
             and (prev.font_size, prev.bold, prev.italic) == (b.font_size, b.bold, b.italic)
             and font_family(prev.font) == font_family(b.font)
-            and (b.font_size >= body.font_size + 2 or _unfinished(prev, b) or _hanging(prev, b))
+            and (
+                b.font_size >= body.font_size + 2
+                or _unfinished(prev, b)
+                or _hanging(prev, b)
+                or _centred_pair(prev, b)
+            )
             and prev.n_lines + b.n_lines <= 4
             and -0.5 * b.font_size <= b.y0 - prev.y1 < 0.6 * b.font_size
             and not prev.text.rstrip().endswith((".", "!", "?"))
         ):
+            if _centred_pair(prev, b):
+                prev.extra["centred"] = True  # its lines share a centre: see _centred
             prev.text = f"{prev.text} {b.text}"
             prev.x0, prev.x1 = min(prev.x0, b.x0), max(prev.x1, b.x1)
             prev.y1 = b.y1
@@ -429,14 +448,17 @@ def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float
 
 
 def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:
+    """Centred in the text column, and narrower than it. A title joined from lines of
+    different widths on one centre (``_centred_pair``) shows it is centred however wide."""
     if b.page not in columns:
         return False
     left, right = columns[b.page]
     width = right - left
+    joined = bool(b.extra.get("centred"))
     return (
-        b.x1 - b.x0 < 0.8 * width
+        b.x1 - b.x0 < (0.95 if joined else 0.8) * width
         and abs((b.x0 + b.x1) / 2 - (left + right) / 2) < 0.04 * width
-        and b.x0 > left + 0.08 * width
+        and (joined or b.x0 > left + 0.08 * width)
     )
 
 
@@ -462,7 +484,11 @@ def _stands_out(
     words = b.text.split()
     # Italic, capitals or another typeface at body size count only when short and not
     # sentence-like: such lines are often emphasis inside the text.
-    short = len(words) <= 12 and not b.text.rstrip().endswith(".")
+    centred = _centred(b, columns)
+    # A centred title may run longer: running text is not centred.
+    short = (len(words) <= 12 or (centred and len(words) <= 25)) and not b.text.rstrip().endswith(
+        "."
+    )
     other_face = font_family(b.font) != body.family
     if b.font_size < body.font_size - 0.4 and not (b.text.isupper() and b.text not in labels):
         # Smaller than the text: notes, labels, table cells (small capitals aside), except an
@@ -470,5 +496,5 @@ def _stands_out(
         return bool(_APPARATUS.match(b.text.strip())) and (b.bold or b.italic or other_face)
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
-    cue = b.italic or caps or other_face or numbered or _centred(b, columns)
+    cue = b.italic or caps or other_face or numbered or centred
     return short and b.n_lines <= 2 and cue

@@ -234,3 +234,14 @@ def test_headings_of_notes_and_an_appendix_in_small_print(shared_data):
     assert headings["1. THE URGENCY OF ADVANCING EQUALITY"][2] == 324
     assert headings["FRAMEWORK FOR COMPARING CONSTITUTIONAL PROTECTIONS"][2] == 315
     assert headings["Approach to Rights Analysis"][2] == 315
+
+
+def test_two_centred_lines_are_one_title(shared_data):
+    # Centred italic titles over two lines, set as two blocks: "…Persisting Inequalities:
+    # Advancing" / "Equal Rights on the Basis of Race and Ethnicity".
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "advancing-equality"))}
+    assert (
+        "Chapter 2: Historic Exclusion and Persisting Inequalities: Advancing Equal Rights on "
+        "the Basis of Race and Ethnicity" in titles
+    )
+    assert "Chapter 2: Historic Exclusion and Persisting Inequalities: Advancing" not in titles
