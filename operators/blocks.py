@@ -496,5 +496,15 @@ def _stands_out(
         return bool(_APPARATUS.match(b.text.strip())) and (b.bold or b.italic or other_face)
     # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
     caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
-    cue = b.italic or caps or other_face or numbered or centred
+    # A numbered line in the text face, one line, set apart above: "1. The Patent
+    # Reexamination Board" (list items sit in the flow, or run on, or end in a stop).
+    plain_numbered = (
+        numbered_head
+        and b.n_lines == 1
+        and len(words) <= 10
+        and not b.text.rstrip().endswith((":", ",", ";"))
+        and b.page in columns
+        and b.x1 < columns[b.page][1] - 0.1 * (columns[b.page][1] - columns[b.page][0])
+    )  # and it stops well short of the right margin: not a wrapped item's first line
+    cue = b.italic or caps or other_face or numbered or centred or plain_numbered
     return short and b.n_lines <= 2 and cue

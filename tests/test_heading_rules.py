@@ -245,3 +245,14 @@ def test_two_centred_lines_are_one_title(shared_data):
         "the Basis of Race and Ethnicity" in titles
     )
     assert "Chapter 2: Historic Exclusion and Persisting Inequalities: Advancing" not in titles
+
+
+def test_numbered_heading_in_the_text_face(shared_data):
+    # "1. The Patent Reexamination Board": the text's own face and size, one short line set
+    # apart above, stopping well short of the margin; the wrapped first line of a numbered
+    # list item reaches the margin and stays text.
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "aegis-or-achilles"))}
+    assert "1. The Patent Reexamination Board" in titles
+    assert "2. The Technical Meaning of Homology" in titles
+    paper = {h[1] for h in _layout_headings(_mmlongbench(shared_data, "2312.04350v3.pdf"))}
+    assert not any(t.startswith("3. We develop") for t in paper)
