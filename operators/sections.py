@@ -209,17 +209,18 @@ def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dic
     return merged
 
 
-def _bare_label_heads(candidates: list[Candidate], merged: dict[int, int]) -> dict[int, Candidate]:
-    """A bare label ("CHAPTER") heading a merged title takes the style of the group's most
-    prominent line ("ONE", "PREREQUISITES") for clustering: alone it carries no evidence of
-    the level, and its small type would otherwise rank a chapter below its sections."""
+def _label_heads(candidates: list[Candidate], merged: dict[int, int]) -> dict[int, Candidate]:
+    """A label ("CHAPTER", "CHAPTER 1") heading a merged title takes the style of the
+    group's most prominent line ("ONE", "PREREQUISITES", the title under "CHAPTER 1") for
+    clustering: the label's often smaller type, shared with other one-line labels, would
+    otherwise rank a chapter below its sections."""
     groups: dict[int, list[int]] = defaultdict(list)
     for follower, leader in merged.items():
         groups[leader].append(follower)
     heads: dict[int, Candidate] = {}
     for leader, followers in groups.items():
         head = candidates[leader]
-        if not _BARE_LABEL.match(head.text.strip()):
+        if not (_BARE_LABEL.match(head.text.strip()) or _LABEL_ONLY.match(head.text.strip())):
             continue
         members = [candidates[i] for i in followers]
         top = max(members, key=lambda c: _prominence(c.style))
@@ -242,6 +243,15 @@ def _numbered_subsections(candidates: list[Candidate], members: list[int]) -> li
     return numbered if len(numbered) >= 2 else []
 
 
+def _numbered_level(candidate: Candidate, style_level: int, style_depth: int | None) -> int:
+    """In a numbered style ("1.1 …" and "1.1.1 …" set alike), a heading numbered deeper or
+    shallower than the style's usual depth sits that many levels below or above it."""
+    depth = numbering_depth(candidate.text) if style_depth is not None else None
+    if depth is None:
+        return style_level
+    return max(1, min(style_level + depth - style_depth, MAX_LEVEL))
+
+
 class LayoutSectionFilter:
     """Levels from typography and numbering alone."""
 
@@ -254,7 +264,7 @@ class LayoutSectionFilter:
         self._drop_cover_title(candidates, heads, decisions, context.blocks)
         heads = [i for i in heads if decisions[i].reason == "unset"]
         candidates = list(candidates)
-        for i, labelled in _bare_label_heads(candidates, merged).items():
+        for i, labelled in _label_heads(candidates, merged).items():
             candidates[i] = labelled
         clusters: dict[tuple, list[int]] = defaultdict(list)
         for i in heads:
@@ -271,13 +281,16 @@ class LayoutSectionFilter:
             else:
                 kept.append(style)
         kept = self._drop_bylines(kept, clusters, candidates, decisions)
-        levels = self._style_levels(kept, clusters, candidates)
+        levels, depth_of = self._style_levels(kept, clusters, candidates)
         for style in kept:
             for i in clusters[style]:
                 if context.blocks and context.blocks[candidates[i].index].extra.get("front_matter"):
                     decisions[i] = Decision(None, "front matter before the contents")
                 else:
-                    decisions[i] = Decision(levels[style], f"style {style}")
+                    decisions[i] = Decision(
+                        _numbered_level(candidates[i], levels[style], depth_of.get(style)),
+                        f"style {style}",
+                    )
         return SectionDecisions(decisions=decisions)
 
     @staticmethod
@@ -347,8 +360,9 @@ class LayoutSectionFilter:
     @staticmethod
     def _style_levels(
         kept: list[tuple], clusters: dict[tuple, list[int]], candidates: list[Candidate]
-    ) -> dict[tuple, int]:
-        """Levels by prominence; numbered clusters take the depth their numbering shows."""
+    ) -> tuple[dict[tuple, int], dict[tuple, int]]:
+        """Levels by prominence; numbered clusters take the depth their numbering shows.
+        Returns the level of each style and the usual numbering depth of the numbered ones."""
         ordered = sorted(kept, key=_prominence, reverse=True)
         levels: dict[tuple, int] = {}
         depth_of: dict[tuple, int] = {}
@@ -359,9 +373,14 @@ class LayoutSectionFilter:
                 depth_of[style] = Counter(numbered).most_common(1)[0][0]
         level = 0
         for style in ordered:
+            if len(clusters[style]) <= 2 and style not in depth_of:
+                # A style met once or twice (a cover line, a one-off display head) sits
+                # below the styles above it but does not push the recurring ones down.
+                levels[style] = min(level + 1, MAX_LEVEL)
+                continue
             level = max(level + 1, depth_of.get(style, 0))
             levels[style] = min(level, MAX_LEVEL)
-        return levels
+        return levels, depth_of
 
 
 class OutlineSectionFilter:

@@ -256,3 +256,14 @@ def test_numbered_heading_in_the_text_face(shared_data):
     assert "2. The Technical Meaning of Homology" in titles
     paper = {h[1] for h in _layout_headings(_mmlongbench(shared_data, "2312.04350v3.pdf"))}
     assert not any(t.startswith("3. We develop") for t in paper)
+
+
+def test_levels_follow_chapters_and_numbering(shared_data):
+    # Styles met once on the cover (title, author, series) do not push the chapters down;
+    # "CHAPTER 1" in small capitals takes the level of the title under it; "1.1" and
+    # "1.1.1", set alike, sit one level apart as their numbers say.
+    pdf = _book(shared_data, "climate-change-and-international-shipping")
+    levels = {h[1]: h[0] for h in _layout_headings(pdf)}
+    assert levels["CHAPTER 1 Introduction"] == 1
+    assert levels["1.1 Greenhouse Gas Emissions as a Regulatory Challenge"] == 2
+    assert levels["1.1.1 Greenhouse Gas Emissions and Climate Change"] == 3
