@@ -189,6 +189,17 @@ def _hanging(first: Block, second: Block) -> bool:
     )
 
 
+def _next_line_below(first: Block, second: Block) -> bool:
+    """``second`` starts right under ``first``: less than 0.6 em of white space between,
+    or line boxes that overlap by up to half a line when one sits above the other (their
+    x ranges overlap); side by side (cells of one table row), they are not one title."""
+    gap = second.y0 - first.y1
+    if gap >= 0:
+        return gap < 0.6 * second.font_size
+    stacked = min(first.x1, second.x1) - max(first.x0, second.x0) > 0
+    return stacked and gap >= -0.5 * second.font_size
+
+
 def _centred_pair(first: Block, second: Block) -> bool:
     """Two lines of one centred title: single lines of different widths on one centre
     ("Chapter 5: Negotiating the Balance of Religious Freedom" / "and Equal Rights"). The
@@ -220,7 +231,7 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
                 or _centred_pair(prev, b)
             )
             and prev.n_lines + b.n_lines <= 4
-            and -0.5 * b.font_size <= b.y0 - prev.y1 < 0.6 * b.font_size
+            and _next_line_below(prev, b)
             and not prev.text.rstrip().endswith((".", "!", "?"))
         ):
             if _centred_pair(prev, b):

@@ -302,8 +302,8 @@ class LayoutSectionFilter:
     ) -> list[tuple]:
         """A style that only ever appears right under a heading of a more prominent style
         (authors' names under chapter titles) is not a level of its own: at least 3 members,
-        80 % of them the next candidate after such a heading (or its subtitle) on its page,
-        within 3 blocks."""
+        and on 80 % of the pages it is on, a member is the next candidate after such a
+        heading (or its subtitle), within 3 blocks."""
         dropped: set[tuple] = set()
         for style in kept:
             members = clusters[style]
@@ -313,19 +313,23 @@ class LayoutSectionFilter:
                 if _prominence(s) > _prominence(style)
                 for i in clusters[s]
             }
-            under = 0
+            under_pages: set[int] = set()
             for i in members:
                 head = i - 1  # the heading above, its subtitle (a continuation) skipped
                 while head >= 0 and decisions[head].reason == CONTINUES:
                     head -= 1
                 cand = candidates[i]
-                under += (
+                if (
                     head >= 0
                     and candidates[head].index in above
                     and candidates[head].page == cand.page
                     and cand.index - candidates[i - 1].index <= 3
-                )
-            if len(members) >= 3 and under >= 0.8 * len(members):
+                ):
+                    under_pages.add(cand.page)
+            # Counted by pages: a list of contributors (many names on one page) is one
+            # exception, not many.
+            pages = {candidates[i].page for i in members}
+            if len(members) >= 3 and len(under_pages) >= 0.8 * len(pages):
                 dropped.add(style)
                 for i in members:
                     decisions[i] = Decision(None, "byline under a heading")

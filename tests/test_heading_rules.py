@@ -267,3 +267,20 @@ def test_levels_follow_chapters_and_numbering(shared_data):
     assert levels["CHAPTER 1 Introduction"] == 1
     assert levels["1.1 Greenhouse Gas Emissions as a Regulatory Challenge"] == 2
     assert levels["1.1.1 Greenhouse Gas Emissions and Climate Change"] == 3
+
+
+def test_cells_side_by_side_are_not_joined_into_a_title(shared_data):
+    # A table's header cells overlap in height ("Table" beside "Performance FY 2013 …") but
+    # sit side by side: they are not the two lines of one title.
+    pdf = next((shared_data / "docugami").rglob("2017-annual-performance-report.pdf"), None)
+    if pdf is None:
+        pytest.skip("2017-annual-performance-report.pdf missing from the shared data")
+    on_page_20 = [h[1] for h in _layout_headings(pdf) if h[2] == 20]
+    assert not any(t.startswith(("Performance FY 2013", "Table Perf")) for t in on_page_20)
+
+
+def test_byline_style_with_a_list_of_names_on_one_page(shared_data):
+    # Contributors' names under each chapter title, and a page listing them together: the
+    # style is a byline style on nearly every page it is on, so it gives no sections.
+    titles = [h[1] for h in _layout_headings(_book(shared_data, "a-kind-of-mending"))]
+    assert "Sinclair Dinnen" not in titles and "Anita Jowitt" not in titles
