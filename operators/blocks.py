@@ -434,7 +434,8 @@ def _recurring_labels(blocks: list[Block], times: int = 8) -> set[str]:
 
 def _contents_pages(blocks: list[Block]) -> set[int]:
     """Pages of a table of contents (or an index): many lines end with a page number, or,
-    in the front matter, start with one."""
+    in the front matter, start with one, or have one set apart at the right, level with the
+    entry's last line."""
     last_page = max((b.page for b in blocks), default=0)
     per_page: Counter = Counter(
         b.page
@@ -445,7 +446,39 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
             or (b.page <= max(20, last_page // 10) and _STARTS_WITH_PAGE.match(b.text))
         )
     )
+    # Page numbers set apart at the right, on the line of the entry they belong to.
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind == TEXT:
+            by_page[b.page].append(b)
+    for page, page_blocks in by_page.items():
+        numbers = [b for b in page_blocks if b.n_lines == 1 and _PAGE_NUMBER.match(b.text.strip())]
+        beside = sorted((n for n in numbers if _number_beside_entry(n, page_blocks)), key=_top)
+        arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
+        if arabic == sorted(arabic):  # a contents' page numbers only grow down the page
+            per_page[page] += len(beside)
     return {page for page, n in per_page.items() if n >= 4}
+
+
+def _top(b: Block) -> float:
+    return b.y0
+
+
+def _number_beside_entry(number: Block, page_blocks: list[Block]) -> bool:
+    """A page number at the right end of its line, whose neighbour on the left is words (an
+    entry's last line), not another figure (a table's row)."""
+    line = [
+        e
+        for e in page_blocks
+        if e is not number and e.y0 - 1 <= number.y1 <= e.y1 + 1 and e.y1 - 1 <= number.y1 + 1
+    ]
+    if any(e.x0 > number.x1 for e in line):
+        return False
+    left = [e for e in line if e.x1 < number.x0]
+    if not left:
+        return False
+    nearest = max(left, key=lambda e: e.x1)
+    return sum(c.isalpha() for c in nearest.text) >= 3
 
 
 def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:

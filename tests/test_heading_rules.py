@@ -284,3 +284,12 @@ def test_byline_style_with_a_list_of_names_on_one_page(shared_data):
     # style is a byline style on nearly every page it is on, so it gives no sections.
     titles = [h[1] for h in _layout_headings(_book(shared_data, "a-kind-of-mending"))]
     assert "Sinclair Dinnen" not in titles and "Anita Jowitt" not in titles
+
+
+def test_contents_with_page_numbers_set_apart(shared_data):
+    # The contents set each page number apart at the right, level with its entry; found as
+    # a contents page, it makes the sparse pages before it (half title, title page,
+    # dedication) front matter with no sections.
+    headings = _layout_headings(_book(shared_data, "advancing-equality"))
+    assert not [h for h in headings if h[2] <= 8]
+    assert any("Urgency of Advancing Equality" in h[1] and h[2] > 12 for h in headings)
