@@ -285,7 +285,37 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
                 b.extra["table_cell"] = True  # a heading: see sections.resolve_headings
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
+    _mark_contents_entries(blocks, toc_pages)
     return body
+
+
+def _mark_contents_entries(blocks: list[Block], toc_pages: set[int], within: int = 3) -> None:
+    """On the book's contents (the first run of contents pages in its first 30 pages, and
+    runs that start within ``within`` pages of it: a list of figures), the title candidates
+    set smaller than the contents' own heading are its entries ("Preface", "Part I:"), not
+    sections; they are flagged like front matter. The heading ("Contents", "List of Maps")
+    and any as large stay."""
+    pages = sorted(p for p in toc_pages if p <= 30)
+    if not pages:
+        return
+    runs: list[list[int]] = [[pages[0]]]
+    for page in pages[1:]:
+        if page == runs[-1][-1] + 1:
+            runs[-1].append(page)
+        elif page - runs[-1][-1] <= within:
+            runs.append([page])
+        else:
+            break
+    titles = [b for b in blocks if b.kind == TITLE]
+    for run in runs:
+        on_run = [b for b in titles if run[0] <= b.page <= run[-1]]
+        heads = [b for b in on_run if b.page == run[0]]
+        if not heads:
+            continue
+        size = heads[0].font_size
+        for b in on_run:
+            if b.font_size < size - 0.25:
+                b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
 
 
 def _small_print_pages(blocks: list[Block], body: BodyStyle) -> dict[int, BodyStyle]:

@@ -293,3 +293,12 @@ def test_contents_with_page_numbers_set_apart(shared_data):
     headings = _layout_headings(_book(shared_data, "advancing-equality"))
     assert not [h for h in headings if h[2] <= 8]
     assert any("Urgency of Advancing Equality" in h[1] and h[2] > 12 for h in headings)
+
+
+def test_entries_on_the_contents_pages_are_not_sections(shared_data):
+    # The contents' own entries set as candidates ("Preface", "Part I:") are not sections;
+    # the contents' heading is.
+    headings = _layout_headings(_book(shared_data, "access-controlled"))
+    on_contents = [h[1] for h in headings if h[2] in (6, 7)]
+    assert "Contents" in on_contents
+    assert "Preface" not in on_contents and "Part I:" not in on_contents
