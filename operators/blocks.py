@@ -22,6 +22,7 @@ _ENUM = r"\(?[a-z0-9]{1,2}\)"  # a list item's letter or number label: "a)", "(1
 _BULLET = re.compile(rf"^([•◦▪‣●○■□►✓➢–—\-*·]|{_ENUM})\s+\S")
 _ENUM_LABEL = re.compile(rf"^{_ENUM}\s+\S")  # "a) …", "(1) …"
 _SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
+_MAX_CONTENTS_BLOCKS = 400  # more text blocks than a contents page has
 _FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
@@ -341,9 +342,13 @@ def _small_print_columns(
     blocks: list[Block], small_print: dict[int, BodyStyle]
 ) -> dict[int, tuple[float, float]]:
     """The text's left and right edges on small-print pages, from their own text size."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.page in small_print:
+            by_page[b.page].append(b)
     edges: dict[int, tuple[float, float]] = {}
     for page, local in small_print.items():
-        edges |= _text_columns([b for b in blocks if b.page == page], local)
+        edges |= _text_columns(by_page[page], local)
     return edges
 
 
@@ -482,6 +487,8 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
         if b.kind == TEXT:
             by_page[b.page].append(b)
     for page, page_blocks in by_page.items():
+        if len(page_blocks) > _MAX_CONTENTS_BLOCKS:
+            continue  # a page of table cells, not a contents page (and quadratic below)
         numbers = [b for b in page_blocks if b.n_lines == 1 and _PAGE_NUMBER.match(b.text.strip())]
         beside = sorted((n for n in numbers if _number_beside_entry(n, page_blocks)), key=_top)
         arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
