@@ -18,6 +18,11 @@ _CAPTION = re.compile(
     r"([0-9]+|[ivxlc]+|[a-z])([.:\-–—)]|\s|$)",
     re.IGNORECASE,
 )
+_CAPTION_LABEL = re.compile(
+    r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box)\.?\s*([0-9]+(\.[0-9]+)*|[ivxlc]+|[a-z])"
+    r"[.:]?$",
+    re.IGNORECASE,
+)  # a caption's label alone: "Table 2.1", "Figure 3:"
 _ENUM = r"\(?[a-z0-9]{1,2}\)"  # a list item's letter or number label: "a)", "(1)"
 _BULLET = re.compile(rf"^([•◦▪‣●○■□►✓➢–—\-*·]|{_ENUM})\s+\S")
 _ENUM_LABEL = re.compile(rf"^{_ENUM}\s+\S")  # "a) …", "(1) …"
@@ -287,7 +292,31 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
     _mark_contents_entries(blocks, toc_pages)
+    blocks[:] = _join_caption_titles(blocks)
     return body
+
+
+def _join_caption_titles(blocks: list[Block]) -> list[Block]:
+    """A caption label on a line of its own ("Table 2.1") takes the title candidate set right
+    under it ("INDEX OF DEMOCRACY"): the table's title, not a section."""
+    joined: list[Block] = []
+    for b in blocks:
+        prev = joined[-1] if joined else None
+        if (
+            prev is not None
+            and prev.kind == CAPTION
+            and b.kind == TITLE
+            and prev.page == b.page
+            and _CAPTION_LABEL.match(prev.text.strip())
+            and 0 <= b.y0 - prev.y1 < prev.font_size
+        ):
+            prev.text = f"{prev.text} {b.text}"
+            prev.x0, prev.x1 = min(prev.x0, b.x0), max(prev.x1, b.x1)
+            prev.y1 = b.y1
+            prev.n_lines += b.n_lines
+        else:
+            joined.append(b)
+    return joined
 
 
 def _mark_contents_entries(blocks: list[Block], toc_pages: set[int], within: int = 3) -> None:

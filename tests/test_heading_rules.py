@@ -302,3 +302,11 @@ def test_entries_on_the_contents_pages_are_not_sections(shared_data):
     on_contents = [h[1] for h in headings if h[2] in (6, 7)]
     assert "Contents" in on_contents
     assert "Preface" not in on_contents and "Part I:" not in on_contents
+
+
+def test_title_under_a_caption_label_belongs_to_the_caption(shared_data):
+    # "Table 2.1" on a line of its own, "INDEX OF DEMOCRACY" in capitals right under it: the
+    # table's title, not a section.
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "access-controlled"))}
+    assert "INDEX OF DEMOCRACY" not in titles
+    assert "PROFILE OF INTERNET USE, PENETRATION, AND GROWTH IN THE CIS" not in titles
