@@ -218,6 +218,14 @@ def _centred_pair(first: Block, second: Block) -> bool:
     )
 
 
+def _absorb(upper: Block, lower: Block) -> None:
+    """``lower``'s lines become the last lines of ``upper``."""
+    upper.text = f"{upper.text} {lower.text}"
+    upper.x0, upper.x1 = min(upper.x0, lower.x0), max(upper.x1, lower.x1)
+    upper.y1 = lower.y1
+    upper.n_lines += lower.n_lines
+
+
 def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
     """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
     and body-size single lines of one style where the first is visibly unfinished."""
@@ -242,10 +250,7 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
         ):
             if _centred_pair(prev, b):
                 prev.extra["centred"] = True  # its lines share a centre: see _centred
-            prev.text = f"{prev.text} {b.text}"
-            prev.x0, prev.x1 = min(prev.x0, b.x0), max(prev.x1, b.x1)
-            prev.y1 = b.y1
-            prev.n_lines += b.n_lines
+            _absorb(prev, b)
         else:
             joined.append(b)
     return joined
@@ -310,10 +315,7 @@ def _join_caption_titles(blocks: list[Block]) -> list[Block]:
             and _CAPTION_LABEL.match(prev.text.strip())
             and 0 <= b.y0 - prev.y1 < prev.font_size
         ):
-            prev.text = f"{prev.text} {b.text}"
-            prev.x0, prev.x1 = min(prev.x0, b.x0), max(prev.x1, b.x1)
-            prev.y1 = b.y1
-            prev.n_lines += b.n_lines
+            _absorb(prev, b)
         else:
             joined.append(b)
     return joined
