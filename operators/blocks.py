@@ -297,8 +297,33 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
     _mark_contents_entries(blocks, toc_pages)
+    _mark_run_in_terms(blocks)
     blocks[:] = _join_caption_titles(blocks)
     return body
+
+
+def _mark_run_in_terms(blocks: list[Block]) -> None:
+    """A title candidate whose line goes on in another block ("MP3" + "(MPEG-1 Audio Layer
+    3) is a digital audio encoding …" in a glossary, a bold lead-in before its sentence) is a
+    run-in term: still a candidate (its style's statistics count it), never a heading (see
+    sections.resolve_headings). A heading's line holds nothing else."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind in (TEXT, TITLE):
+            by_page[b.page].append(b)
+    for page_blocks in by_page.values():
+        texts = [t for t in page_blocks if t.kind == TEXT and t.n_lines >= 1]
+        for b in page_blocks:
+            if b.kind != TITLE or b.n_lines != 1:
+                continue
+            if any(
+                abs(t.y0 - b.y0) < 0.5 * b.font_size
+                and t.x1 > b.x1 + 2 * b.font_size
+                and t.x0 < b.x1 + 3 * b.font_size
+                and _LETTERS.search(t.text)
+                for t in texts
+            ):
+                b.extra["run_in"] = True
 
 
 def _join_caption_titles(blocks: list[Block]) -> list[Block]:

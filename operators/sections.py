@@ -599,7 +599,7 @@ def resolve_headings(
             headings[-1].title = f"{headings[-1].title} {block.text}"
             block.kind = TITLE  # part of the heading: not a paragraph of its own
             last = pos
-        elif decision.level is None or block.extra.get("table_cell"):
+        elif decision.level is None or block.extra.get("table_cell") or block.extra.get("run_in"):
             block.kind = TEXT
         else:
             headings.append(Heading(decision.level, block.text, block.page, cand.index))

@@ -310,3 +310,11 @@ def test_title_under_a_caption_label_belongs_to_the_caption(shared_data):
     titles = {h[1] for h in _layout_headings(_book(shared_data, "access-controlled"))}
     assert "INDEX OF DEMOCRACY" not in titles
     assert "PROFILE OF INTERNET USE, PENETRATION, AND GROWTH IN THE CIS" not in titles
+
+
+def test_run_in_terms_are_not_headings(shared_data):
+    # A glossary sets each term on the line of its definition ("MP3" + "(MPEG-1 Audio Layer
+    # 3) is a digital audio encoding …"): a run-in term, not a section.
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "access-controlled"))}
+    assert not {"MP3", "KB", "MB", "SMS"} & titles
+    assert "Glossary of Technical Terms" in titles
