@@ -30,6 +30,8 @@ _SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}
 _MAX_CONTENTS_BLOCKS = 400  # more text blocks than a contents page has
 _FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
 _PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
+# A front-matter running head with its folio, printed once: "xii  Acknowledgments".
+_ROMAN_FOLIO = re.compile(r"^[ivxl]{1,6}\s{2,}\S.{0,80}$|^.{1,80}\S\s{2,}[ivxl]{1,6}$")
 _ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
 _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
@@ -145,6 +147,7 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
     for b, kind in in_margin:
         if (
             _PAGE_NUMBER.match(b.text.strip())
+            or _ROMAN_FOLIO.match(b.text.strip())
             or len(pages_by_shape[_shape(b.text)]) >= repeat_floor
         ):
             b.kind = kind
@@ -550,7 +553,13 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
         arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
         if arabic == sorted(arabic):  # a contents' page numbers only grow down the page
             per_page[page] += len(beside)
-    return {page for page, n in per_page.items() if n >= 4}
+    found = {page for page, n in per_page.items() if n >= 4}
+    # The book's contents (in its first 30 pages) may end on a page of a few entries.
+    return found | {
+        page + 1
+        for page in found
+        if page <= 30 and page + 1 not in found and per_page[page + 1] >= 2
+    }
 
 
 def _top(b: Block) -> float:

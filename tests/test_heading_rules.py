@@ -318,3 +318,14 @@ def test_run_in_terms_are_not_headings(shared_data):
     titles = {h[1] for h in _layout_headings(_book(shared_data, "access-controlled"))}
     assert not {"MP3", "KB", "MB", "SMS"} & titles
     assert "Glossary of Technical Terms" in titles
+
+
+def test_folio_heads_and_the_contents_last_page(shared_data):
+    # "xii  Acknowledgments": a running head with its roman folio, printed on one page only.
+    titles = {h[1] for h in _layout_headings(_book(shared_data, "the-regulation-of-megabanks"))}
+    assert not any(t.startswith(("xii ", "xiv ")) for t in titles)
+    # The contents end on a page holding its last few entries ("581 United Arab Emirates").
+    on_page_8 = [
+        h[1] for h in _layout_headings(_book(shared_data, "access-controlled")) if h[2] == 8
+    ]
+    assert "Tunisia" not in on_page_8 and "599 Index" not in on_page_8
