@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from operators.parse import TEXT, Block, font_family, measure_space_above
 
 HEADER, FOOTER, CAPTION, LIST, TITLE = "header", "footer", "caption", "list", "title"
+# Key of ``Block.extra`` for a title candidate that counts in its style's statistics but is
+# never a heading, whatever the section filter decides; the value says why.
+NEVER_HEADING = "never_heading"
 
 _MARGIN = 0.085  # share of the page height that running headers and footers live in
 _CAPTION = re.compile(
@@ -235,6 +238,7 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
     joined: list[Block] = []
     for b in blocks:
         prev = joined[-1] if joined else None
+        centred = prev is not None and _centred_pair(prev, b)
         if (
             prev is not None
             and prev.kind == TEXT == b.kind
@@ -245,13 +249,13 @@ def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
                 b.font_size >= body.font_size + 2
                 or _unfinished(prev, b)
                 or _hanging(prev, b)
-                or _centred_pair(prev, b)
+                or centred
             )
             and prev.n_lines + b.n_lines <= 4
             and _next_line_below(prev, b)
             and not prev.text.rstrip().endswith((".", "!", "?"))
         ):
-            if _centred_pair(prev, b):
+            if centred:
                 prev.extra["centred"] = True  # its lines share a centre: see _centred
             _absorb(prev, b)
         else:
@@ -296,7 +300,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
         ):
             b.kind = TITLE
             if id(b) in cells:  # a candidate still (its style's statistics count it), never
-                b.extra["table_cell"] = True  # a heading: see sections.resolve_headings
+                b.extra[NEVER_HEADING] = "table cell"  # a heading: see resolve_headings
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
     _mark_contents_entries(blocks, toc_pages)
@@ -305,17 +309,22 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     return body
 
 
+def _blocks_by_page(blocks: list[Block], kinds: tuple[str, ...]) -> dict[int, list[Block]]:
+    """The blocks of the given kinds, page by page, in document order."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind in kinds:
+            by_page[b.page].append(b)
+    return by_page
+
+
 def _mark_run_in_terms(blocks: list[Block]) -> None:
     """A title candidate whose line goes on in another block ("MP3" + "(MPEG-1 Audio Layer
     3) is a digital audio encoding …" in a glossary, a bold lead-in before its sentence) is a
     run-in term: still a candidate (its style's statistics count it), never a heading (see
     sections.resolve_headings). A heading's line holds nothing else."""
-    by_page: dict[int, list[Block]] = defaultdict(list)
-    for b in blocks:
-        if b.kind in (TEXT, TITLE):
-            by_page[b.page].append(b)
-    for page_blocks in by_page.values():
-        texts = [t for t in page_blocks if t.kind == TEXT and t.n_lines >= 1]
+    for page_blocks in _blocks_by_page(blocks, (TEXT, TITLE)).values():
+        texts = [t for t in page_blocks if t.kind == TEXT]
         for b in page_blocks:
             if b.kind != TITLE or b.n_lines != 1:
                 continue
@@ -326,7 +335,7 @@ def _mark_run_in_terms(blocks: list[Block]) -> None:
                 and _LETTERS.search(t.text)
                 for t in texts
             ):
-                b.extra["run_in"] = True
+                b.extra[NEVER_HEADING] = "run-in term"
 
 
 def _join_caption_titles(blocks: list[Block]) -> list[Block]:
@@ -401,10 +410,9 @@ def _small_print_columns(
     blocks: list[Block], small_print: dict[int, BodyStyle]
 ) -> dict[int, tuple[float, float]]:
     """The text's left and right edges on small-print pages, from their own text size."""
-    by_page: dict[int, list[Block]] = defaultdict(list)
-    for b in blocks:
-        if b.page in small_print:
-            by_page[b.page].append(b)
+    if not small_print:
+        return {}
+    by_page = _blocks_by_page(blocks, (TEXT,))
     edges: dict[int, tuple[float, float]] = {}
     for page, local in small_print.items():
         edges |= _text_columns(by_page[page], local)
@@ -541,15 +549,13 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
         )
     )
     # Page numbers set apart at the right, on the line of the entry they belong to.
-    by_page: dict[int, list[Block]] = defaultdict(list)
-    for b in blocks:
-        if b.kind == TEXT:
-            by_page[b.page].append(b)
-    for page, page_blocks in by_page.items():
+    for page, page_blocks in _blocks_by_page(blocks, (TEXT,)).items():
         if len(page_blocks) > _MAX_CONTENTS_BLOCKS:
             continue  # a page of table cells, not a contents page (and quadratic below)
         numbers = [b for b in page_blocks if b.n_lines == 1 and _PAGE_NUMBER.match(b.text.strip())]
-        beside = sorted((n for n in numbers if _number_beside_entry(n, page_blocks)), key=_top)
+        beside = sorted(
+            (n for n in numbers if _number_beside_entry(n, page_blocks)), key=lambda n: n.y0
+        )
         arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
         if arabic == sorted(arabic):  # a contents' page numbers only grow down the page
             per_page[page] += len(beside)
@@ -562,18 +568,10 @@ def _contents_pages(blocks: list[Block]) -> set[int]:
     }
 
 
-def _top(b: Block) -> float:
-    return b.y0
-
-
 def _number_beside_entry(number: Block, page_blocks: list[Block]) -> bool:
     """A page number at the right end of its line, whose neighbour on the left is words (an
     entry's last line), not another figure (a table's row)."""
-    line = [
-        e
-        for e in page_blocks
-        if e is not number and e.y0 - 1 <= number.y1 <= e.y1 + 1 and e.y1 - 1 <= number.y1 + 1
-    ]
+    line = [e for e in page_blocks if e is not number and -2 <= number.y1 - e.y1 <= 1]
     if any(e.x0 > number.x1 for e in line):
         return False
     left = [e for e in line if e.x1 < number.x0]

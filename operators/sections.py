@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Protocol
 
-from operators.blocks import TITLE, BodyStyle
+from operators.blocks import NEVER_HEADING, TITLE, BodyStyle
 from operators.parse import TEXT, Block, font_family
 
 MAX_LEVEL = 6
@@ -599,7 +599,7 @@ def resolve_headings(
             headings[-1].title = f"{headings[-1].title} {block.text}"
             block.kind = TITLE  # part of the heading: not a paragraph of its own
             last = pos
-        elif decision.level is None or block.extra.get("table_cell") or block.extra.get("run_in"):
+        elif decision.level is None or block.extra.get(NEVER_HEADING):
             block.kind = TEXT
         else:
             headings.append(Heading(decision.level, block.text, block.page, cand.index))
