@@ -2,17 +2,21 @@
 
 Run from the repo root::
 
-    python -m benchmarks.walk_throughput [--docs 30000] [--entities 20000] [--dtype float32]
+    python -m benchmarks.walk_throughput [--docs 8000] [--entities 44000] [--dtype float32]
         [--threads N] [--device auto]
 
-Graph: ``benchmarks.gpu_check.make_inputs`` with the defaults, 30k documents + 20k entities =
-50k nodes. Its edges are what the Doc-Zoom rule gives, not a chosen count: doc–doc pairs above
-mean + 3σ of each row (~96 per document on these topic-clustered vectors, 2.9M) plus the
-doc–entity indicator both ways (2 × 165k), 3.2M in all; the graph is not thinned to the issue's
-300k-edge floor, which would make every step ~10× lighter. The baselines run on exactly this
-graph. Every rate is 1 / the median of per-call times (the machine may be shared; single
-timings swing 2-3x); ``--threads`` (default 1) limits torch/MKL and NumPy's BLAS, so by
-default everything runs on one core, as igraph's PRPACK and the SciPy walk do. Rows printed:
+Graph: ``benchmarks.gpu_check.make_inputs``; by default 8,000 documents + 44,000 entities =
+52k nodes, about 5.5 entities per document as in the indexed MuSiQue and HotpotQA corpora
+(5.5 and 6.7). Its edges are what the Doc-Zoom rule gives, not a chosen count: doc–doc pairs
+above mean + 3σ of each row (~26 per document on these topic-clustered vectors) plus the
+doc–entity indicator both ways: ~304k, the issue's floor of 300k. ``--docs 30000 --entities
+20000`` gives the denser graph earlier runs used (50k nodes, 3.2M edges, ~96 doc–doc links per
+document); the doc–doc share grows with the corpus (the rule keeps a fixed tail of each row:
+0.3 % of the documents here, 1.1 % and 1.0 % on the MuSiQue and HotpotQA embeddings). The
+baselines run on exactly the walk's graph. Every rate is 1 / the median of per-call times (the
+machine may be shared; single timings swing 2-3x); ``--threads`` (default 1) limits torch and
+NumPy's BLAS (the query links); the product kernel runs on one thread, so by default everything
+runs on one core, as igraph's PRPACK and the SciPy walk do. Rows printed:
 
 * batched ``doc_zoom`` (query links + T = 5 steps + top-10) at batch 1, 16, 64, 256: q/s, in
   ``--dtype`` (float32 by default; the float64 rate at 256 is printed too);
@@ -25,17 +29,19 @@ default everything runs on one core, as igraph's PRPACK and the SciPy walk do. R
 * a per-query SciPy walk (float64): the (N+1)-node matrix of that query built with ``sp.bmat``,
   column-normalised and iterated 5 times (how a one-query-at-a-time port would do it); the
   batched scores (both dtypes) are checked against it;
-* bytes the batched step must move: one dense step at batch 256 (scaling pass + S × state,
-  timed alone) must read S's data + indices + indptr once and read and write the N × 256
+* bytes the batched step must move: one dense step at batch 256 (the product of the
+  column-scaled S with the chunked state, timed alone; the walk makes no other pass over the
+  state in a step) must read S's data + indices + indptr once and read and write the N × 256
   state once; that many bytes per second of the step, against the measured copy bandwidth
   (``np.copyto`` of a 512 MiB array; read + write bytes counted), and the bytes the CSR × dense
   product actually gathers (one state row per nonzero: nnz · B · item per step);
 * the roofline: the step's multiply-adds (nnz · B) against a dense GEMM's multiply-adds per
   second on the same threads (the compute roof), and the step time the roofline allows,
-  max(bytes / copy bandwidth, multiply-adds / GEMM rate). At ~64 nonzeros per node and
-  B = 256 the step does ~6 multiply-adds per byte it must move, above this machine's balance
-  (~1-3): it is bound by arithmetic and by the gathers, not by streaming memory, so the
-  memory-only bound is not reachable by any CSR × dense kernel here.
+  max(bytes / copy bandwidth, multiply-adds / GEMM rate). On the default graph (~6 nonzeros
+  per node) the step does ~0.7 multiply-adds per byte it must move, under this machine's
+  balance (~1.8): memory bound. On the denser one (~64 per node) it does ~6: bound by
+  arithmetic and by the gathers, so the memory-only bound is out of reach of any CSR × dense
+  kernel there.
 """
 
 from __future__ import annotations
@@ -108,15 +114,15 @@ def batch_call(
 
 
 def dense_step_time(engine: WalkEngine, batch: int = 256, repeats: int = 3) -> float:
-    """Best-of-``repeats`` seconds of one dense walk step at ``batch``: the in-place column
-    scaling of the chunked state and the S × state product into the preallocated buffer."""
+    """Best-of-``repeats`` seconds of one dense walk step at ``batch``: the product of the
+    column-scaled S with the chunked state, into the preallocated buffer (the walk has no other
+    pass over the state in a step)."""
     op, xp = engine._spmm(), engine.backend.xp
     nc, w = op.layout(batch)
-    z = xp.asarray(np.random.default_rng(0).random((nc, engine.N, w)), dtype=engine.backend.dtype)
-    out, scale = xp.empty_like(z), (0.2 * engine.inv_s).astype(z.dtype)[None, :, None]
+    z, out = op.empty(nc, w), op.empty(nc, w)
+    z[...] = xp.asarray(np.random.default_rng(0).random((nc, engine.N, w)), dtype=z.dtype)
 
     def step() -> None:
-        z[...] *= scale
         op.dense(z, out)
         engine.backend.sync()
 
@@ -163,8 +169,8 @@ def set_threads(n: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=30_000)
-    ap.add_argument("--entities", type=int, default=20_000)
+    ap.add_argument("--docs", type=int, default=8_000)
+    ap.add_argument("--entities", type=int, default=44_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])

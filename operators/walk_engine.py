@@ -1,9 +1,9 @@
 """ZoomRAG random walks (Doc-Zoom, Chunk-Zoom) and batched personalised PageRank.
 
 One engine, two backends chosen at start-up (``make_engine``): SciPy/NumPy on CPU or CuPy
-(``cupyx.scipy.sparse``) on GPU, the maths written once against ``xp``/``sparse``. Imports only
-numpy and scipy (cupy lazily; torch lazily and optionally, for its MKL CSR × dense product on
-CPU). Inputs are numpy/scipy arrays; outputs are numpy.
+(``cupyx.scipy.sparse``) on GPU, the maths written once against ``xp``/``sparse``. Imports
+numpy, scipy and the CPU product kernel (``operators.spmm_kernel``, llvmlite; cupy lazily).
+Inputs are numpy/scipy arrays; outputs are numpy.
 
 Doc-Zoom graph of one query (nodes: query, n_d documents, n_e entities; A[i, j] carries mass
 from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns normalised):
@@ -20,15 +20,18 @@ from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns no
   nnz of each query's own h, so each column is exactly that query's walk alone on its own
   (N+1)-node graph. A node with an empty column is dangling: mass reaching it is dropped (the
   dense reference does the same).
-* Batched step (``walk``, ``_SpMM``): the state is stored as column chunks (chunks, N, width),
-  C-ordered. On CPU a chunk is one cache line wide (16 float32 / 8 float64 queries), so each
-  state row that a nonzero of S gathers is one line and a chunk (N × width, ~3 MB at N = 50k)
-  stays in cache while S streams past; the product runs in MKL through torch's CSR × dense
-  (torch's thread setting; written in place into a preallocated buffer) when torch imports,
-  else SciPy. On GPU one chunk holds the whole batch. The walk starts at the query node, so
-  step 1 needs no product (r = 0) and step 2 multiplies S by a state that lives on the query's
-  links only (only those columns of S, summed in the dense product's order); steps 3..T are
-  dense products. The (1 − α) factor is folded into the column scaling (one pass fewer per step).
+* Batched step (``walk``, ``_SpMM``): one product A × state per step, A = S·diag((1 − α)/s)
+  built once per α (so the column scaling and the (1 − α) factor cost no pass over the state);
+  at a query's links the state is set to z·s_j before the product, so A carries that node's
+  true z (its column sum includes the query's edge). The state is stored as column chunks
+  (chunks, N, width), C-ordered. On CPU the product is the compiled kernel of
+  ``operators.spmm_kernel`` (SciPy where llvmlite is missing), a chunk row is a whole number of
+  64-byte vectors, up to 1 KiB (256 float32 queries) when S has at most 16 nonzeros per row
+  (the step streams the state: one pass) and 512 B above (the step gathers: a chunk of the
+  state stays in the last-level cache); the buffers are 64-byte aligned for streaming stores.
+  On GPU one chunk holds the whole batch (cuSPARSE). The walk starts at the query node, so
+  step 1 needs no product; steps 2..T are products. Top-k reads the state in place
+  (``top_k_columns``: maxima of row blocks give a threshold, only entries above it are sorted).
 
 Incremental documents (``add_documents``): computed are the new rows (new docs × all docs) and
 the new columns of old rows (old × new), which update each old row's running Σexp and Σexp²; so
@@ -44,7 +47,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
@@ -53,6 +55,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from operators.spmm_kernel import VECTOR_BYTES, aligned_empty, kernel_or_reason
+
 log = logging.getLogger(__name__)
 
 T_STEPS, ALPHA, TOP_K = 5, 0.8, 10  # Doc-Zoom (ZoomRAG §5.2 / App. C)
@@ -60,7 +64,9 @@ BETA, KEEP_FRACTION = 0.9, 0.7  # Chunk-Zoom restart and kept share of chunks
 OMEGA, SIGMA = 0.5, 1.0  # chosen constants (paper gives no values): temporal/semantic mix, decay
 N_STD = 3.0  # sparsification: keep exp(cos) above mean + 3σ of the row
 BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 MiB in float64)
-CACHE_LINE = 64  # bytes: width of one CPU state chunk (queries per gathered row)
+STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / denser S (gathers)
+DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
+TOPK_BLOCK = 64  # rows per block whose maxima bound the top-k threshold
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
 
@@ -152,74 +158,47 @@ def _stats(xp: ModuleType, s1: Any, s2: Any, count: int) -> tuple[Any, Any]:
     return mean, xp.sqrt(xp.maximum(s2 / max(count, 1) - mean * mean, 0))
 
 
-def _torch_csr(m: sp.csr_matrix) -> Any:
-    """``m`` as a torch CSR tensor sharing its buffers (int32 indices), or None without torch."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    idx = np.int32 if max(m.nnz, m.shape[1]) < 2**31 else np.int64
-    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(np.ascontiguousarray(m.indptr, dtype=idx)),
-            torch.from_numpy(np.ascontiguousarray(m.indices, dtype=idx)),
-            torch.from_numpy(m.data),
-            size=m.shape,
-            check_invariants=False,
-        )
-
-
 class _SpMM:
-    """out[c] = S @ z[c] for a walk state stored as column chunks z (chunks, N, width)."""
+    """out[c] = A @ z[c] for a walk state stored as column chunks z (chunks, N, width), where
+    A = S·diag((1 − α)/s): S with each column scaled by the walk's factor over its column sum,
+    so a step needs no scaling pass over the state (only the query-linked entries, which sit
+    in columns whose sums include the query's edge, are set by the walk before the product)."""
 
-    def __init__(self, backend: Backend, S: Any) -> None:
-        self.src, self.backend, self.xp = S, backend, backend.xp
-        item = np.dtype(backend.dtype).itemsize
-        self.width = None if backend.name == "gpu" else max(1, CACHE_LINE // item)
-        self.mat = S.astype(backend.dtype) if S.dtype != backend.dtype else S
-        self.tmat = _torch_csr(self.mat) if backend.name == "cpu" else None
-        self.csc: Any = None  # S by columns, built at the first sparse product
+    def __init__(self, backend: Backend, S: Any, alpha: float, inv_s: Any) -> None:
+        self.src, self.alpha, self.backend, self.xp = S, alpha, backend, backend.xp
+        scaled = S.astype(F64) @ backend.sparse.diags((1 - alpha) * inv_s)
+        self.mat = backend.sparse.csr_matrix(scaled).astype(backend.dtype)
+        self.kernel, self.reason = None, "GPU: cuSPARSE"
+        self.width = None  # GPU: one chunk holds the whole batch
+        if backend.name == "cpu":
+            self.kernel, self.reason = kernel_or_reason(self.mat)
+            if self.kernel is None:
+                log.warning("walk engine: SciPy product on CPU: %s", self.reason)
+            item = np.dtype(backend.dtype).itemsize
+            dense = self.mat.nnz > DENSE_ROW_NNZ * max(self.mat.shape[0], 1)
+            self.lanes = VECTOR_BYTES // item
+            self.width = (STATE_ROW_BYTES[1] if dense else STATE_ROW_BYTES[0]) // item
 
     def layout(self, nq: int) -> tuple[int, int]:
-        """(number of chunks, chunk width) for a batch of ``nq`` queries."""
-        w = max(1, nq if self.width is None else min(nq, self.width))
-        return -(-nq // w), w
+        """(number of chunks, chunk width) for a batch of ``nq`` queries; on CPU the width is a
+        whole number of vectors (padding lanes stay zero)."""
+        if self.width is None:
+            return 1, max(1, nq)
+        w = min(self.width, -(-max(1, nq) // self.lanes) * self.lanes)
+        return -(-max(1, nq) // w), w
+
+    def empty(self, nc: int, w: int) -> Any:
+        """An uninitialised state (nc, N, w); on CPU 64-byte aligned (streaming stores)."""
+        shape, dt = (nc, self.mat.shape[0], w), self.backend.dtype
+        return aligned_empty(shape, dt) if self.backend.name == "cpu" else self.xp.empty(shape, dt)
 
     def dense(self, z: Any, out: Any) -> Any:
-        """out[c] = S @ z[c] for every chunk c, written into ``out``; returns it."""
-        if self.tmat is not None:
-            import torch
-
-            tz, to = torch.from_numpy(z), torch.from_numpy(out)
-            for c in range(z.shape[0]):
-                torch.mm(self.tmat, tz[c], out=to[c])
-        else:
-            for c in range(z.shape[0]):
+        """out[c] = A @ z[c] for every chunk c, written into ``out``; returns it."""
+        for c in range(z.shape[0]):
+            if self.kernel is not None:
+                self.kernel(z[c], out[c])
+            else:
                 out[c] = self.mat @ z[c]
-        return out
-
-    def sparse(self, nodes: Any, queries: Any, vals: Any, nq: int) -> Any:
-        """Chunked dense S @ Z for a sparse Z (N × nq) with ``vals`` at (nodes, queries): per
-        chunk, only the columns of S at the chunk's linked nodes U (S[:, U] @ Z[U], CSC × dense,
-        columns in ascending order, so each sum runs in the dense product's order)."""
-        xp, dt = self.xp, self.backend.dtype
-        nc, w = self.layout(nq)
-        out = xp.empty((nc, self.mat.shape[0], w), dtype=dt)
-        if self.backend.name == "gpu":  # one cuSPARSE product over the whole batch is as fast
-            z = xp.zeros_like(out)
-            z[queries // w, nodes, queries % w] = vals
-            return self.dense(z, out)
-        if self.csc is None:
-            self.csc = self.mat.tocsc()
-            self.csc.sort_indices()
-        chunk = queries // w
-        for c in range(nc):
-            at = xp.nonzero(chunk == c)[0]
-            cols, row = xp.unique(nodes[at], return_inverse=True)
-            z = xp.zeros((cols.size, w), dtype=dt)
-            z[row.ravel(), queries[at] % w] = vals[at]
-            out[c] = self.csc[:, cols] @ z
         return out
 
 
@@ -239,6 +218,31 @@ def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np
     order = np.lexsort((ids, -vals, qs))  # exactly k per row, grouped by row
     ids, vals = ids[order].reshape(nq, k), vals[order].reshape(nq, k)
     return ids.astype(np.int64), vals
+
+
+def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
+    """``top_k_rows`` of ``scores.T`` without transposing (scores n × B, NumPy or CuPy, any
+    strides): the k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a threshold that at
+    least k entries of the column reach, so only entries at or above it are sorted."""
+    n, nq = scores.shape
+    k = min(k, n)
+    if k == 0 or nq == 0:
+        return np.zeros((nq, k), dtype=np.int64), _host(scores[:0].T)
+    nb = n // TOPK_BLOCK
+    maxima = [] if nb == 0 else [scores[: nb * TOPK_BLOCK].reshape(nb, TOPK_BLOCK, nq).max(1)]
+    if n % TOPK_BLOCK:
+        maxima.append(scores[nb * TOPK_BLOCK :].max(axis=0, keepdims=True))
+    maxima = xp.concatenate(maxima)
+    if maxima.shape[0] >= k:
+        floor = -xp.partition(-maxima, k - 1, axis=0)[k - 1]
+    else:  # fewer blocks than k: every entry is a candidate
+        floor = scores.min(axis=0)
+    rows, cols = xp.nonzero(scores >= floor[None, :])
+    vals, rows, cols = _host(scores[rows, cols]), _host(rows), _host(cols)
+    order = np.lexsort((rows, -vals, cols))  # by column, best first, ties by smaller row
+    starts = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=nq))[:-1]])
+    take = order[(starts[:, None] + np.arange(k)).ravel()]
+    return rows[take].reshape(nq, k).astype(np.int64), vals[take].reshape(nq, k)
 
 
 class WalkEngine:
@@ -368,40 +372,37 @@ class WalkEngine:
     def walk(
         self, query_vectors: Any, query_entity: Any, T: int = T_STEPS, alpha: float = ALPHA
     ) -> tuple[Any, Any]:
-        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend. The
-        N×B scores are the transpose of a C-ordered B×N array (each query's scores contiguous)."""
-        xp, dt = self.backend.xp, self.backend.dtype
+        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend. When
+        one state chunk holds the batch, the N×B scores are a view of the walk's state."""
+        xp = self.backend.xp
         hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
         inv_cq = _inv(xp, xp.bincount(hb, hv, minlength=nq))  # query column sum Σh
-        inv_h = 1 / (self.s[hj] + hv)  # column sums of linked nodes include the query's edge
-        op, c = self._spmm(), 1 - alpha
+        s_h = self.s[hj]  # S's column sums at the links
+        inv_h = 1 / (s_h + hv)  # column sums of linked nodes include the query's edge
+        op, c = self._spmm(alpha), 1 - alpha
         nc, w = op.layout(nq)
         at = (hb // w, hj, hb % w)  # (chunk, node, lane) of each link in the chunked state
-        scale = (c * self.inv_s).astype(dt)[None, :, None]  # z = (1 − α)·r / column sums
-        rq = xp.ones(nq, dtype=F64)
-        # Step 1: r = 0, so S·z = 0 and nothing returns to the query node; only the restart
-        # mass arrives, on the query's links: r lives there (``vals``) until the next product.
-        vals = c * (hv * (rq * inv_cq)[hb])
-        rq = xp.full(nq, alpha, dtype=F64)
-        r = out = None
+        restart = hv * inv_cq[hb]  # the query's restart mass, spread over its links
+        # Step 1: r = 0, so nothing returns to the query node; only the restart mass arrives,
+        # on the query's links.
+        r = op.empty(nc, w)
+        r[...] = 0
+        if T:
+            r[at] = c * restart
+        rq = xp.full(nq, alpha if T else 1.0, dtype=F64)
+        out = op.empty(nc, w) if T > 1 else None
         for _ in range(1, T):
-            zh = (vals if r is None else r[at]) * inv_h
+            zh = r[at] * inv_h  # z / (1 − α) at the links
             new_q = xp.bincount(hb, hv * zh, minlength=nq)
-            if r is None:  # z lives on the links: only those columns of S are needed
-                r = op.sparse(hj, hb, c * zh, nq)
-            else:
-                r *= scale  # r becomes (1 − α)·z in place
-                r[at] = c * zh
-                out = op.dense(r, xp.empty_like(r) if out is None else out)
-                r, out = out, r
-            r[at] += c * (hv * (rq * inv_cq)[hb])
+            # A = S·diag((1 − α)/s) scales column j by 1/s_j; at a link the sum is s_j + h_j,
+            # so the state there is set to zh·s_j: A carries (1 − α)·zh through column j.
+            r[at] = zh * s_h
+            r, out = op.dense(r, out), r
+            r[at] += c * restart * rq[hb]
             rq = c * new_q + alpha
-        if r is None:  # T ≤ 1
-            r = xp.zeros((nc, self.N, w), dtype=dt)
-            if T:
-                r[at] = vals
-        # query-major copy (B × N, C-ordered): top-k then runs along contiguous rows
-        return r.transpose(0, 2, 1).reshape(nc * w, self.N)[:nq].T, rq
+        if nc == 1:
+            return r[0, :, :nq], rq
+        return r.transpose(1, 0, 2).reshape(self.N, nc * w)[:, :nq], rq
 
     def astype(self, dtype: Any) -> WalkEngine:
         """A copy whose walks run in ``dtype`` (e.g. float32: half the bytes per step, scores
@@ -416,22 +417,26 @@ class WalkEngine:
 
     @property
     def kernel(self) -> str:
-        """Which library runs the batched product on this engine's backend."""
+        """Which code runs the batched product on this engine's backend."""
+        op = self._spmm()
         if self.device == "gpu":
             return "cupyx.scipy.sparse (cuSPARSE)"
-        return "scipy.sparse" if self._spmm().tmat is None else "torch CSR (MKL)"
+        if op.kernel is None:
+            return f"scipy.sparse ({op.reason})"
+        return f"compiled CSR kernel (llvmlite, {op.width}-wide state rows)"
 
-    def _spmm(self) -> _SpMM:
-        """The batched-product kernel for the current S (rebuilt after ``add_documents``)."""
-        if self._op is None or self._op.src is not self.S:
-            self._op = _SpMM(self.backend, self.S)
-        return self._op
+    def _spmm(self, alpha: float = ALPHA) -> _SpMM:
+        """The batched product for the current S and ``alpha`` (rebuilt after
+        ``add_documents``)."""
+        op = self._op
+        if op is None or op.src is not self.S or op.alpha != alpha:
+            self._op = op = _SpMM(self.backend, self.S, alpha, self.inv_s)
+        return op
 
     def _finish(self, r: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-k documents per column of ``r`` (ties: smaller id first); entity scores."""
         nd = self.n_d
-        # B × n_d: contiguous rows when r comes from ``walk``
-        ids, vals = top_k_rows(r[:nd].T, k, self.backend.xp)
+        ids, vals = top_k_columns(r[:nd], k, self.backend.xp)
         return ids, vals, _host(r[nd:].T)
 
     def doc_zoom(
