@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from operators.spmm_kernel import VECTOR_BYTES, aligned_empty, kernel_or_reason
+from operators.spmm_kernel import VECTOR_BYTES, StatePool, kernel_or_reason
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class _SpMM:
         scaled = S.astype(F64) @ backend.sparse.diags((1 - alpha) * inv_s)
         self.mat = backend.sparse.csr_matrix(scaled).astype(backend.dtype)
         self.kernel, self.reason = None, "GPU: cuSPARSE"
+        self.pool = StatePool()
         self.width = None  # GPU: one chunk holds the whole batch
         if backend.name == "cpu":
             self.kernel, self.reason = kernel_or_reason(self.mat)
@@ -188,9 +189,13 @@ class _SpMM:
         return -(-max(1, nq) // w), w
 
     def empty(self, nc: int, w: int) -> Any:
-        """An uninitialised state (nc, N, w); on CPU 64-byte aligned (streaming stores)."""
+        """An uninitialised state (nc, N, w); on CPU 64-byte aligned (streaming stores) and
+        from a pool of reused buffers (a fresh one costs its page faults at first touch; CuPy
+        pools device memory itself)."""
         shape, dt = (nc, self.mat.shape[0], w), self.backend.dtype
-        return aligned_empty(shape, dt) if self.backend.name == "cpu" else self.xp.empty(shape, dt)
+        return (
+            self.pool.empty(shape, dt) if self.backend.name == "cpu" else self.xp.empty(shape, dt)
+        )
 
     def dense(self, z: Any, out: Any) -> Any:
         """out[c] = A @ z[c] for every chunk c, written into ``out``; returns it."""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from operators.spmm_kernel import CsrKernel, aligned_empty, kernel_or_reason
+from operators.spmm_kernel import CsrKernel, StatePool, aligned_empty, kernel_or_reason
 
 
 def _matrix(n: int, m: int, dtype, seed: int = 0) -> sp.csr_matrix:
@@ -73,3 +73,43 @@ def test_streaming_stores_need_alignment():
 def test_kernel_or_reason_compiles_here():
     kernel, reason = kernel_or_reason(_matrix(10, 10, np.float64))
     assert kernel is not None, reason
+
+
+def test_state_pool_reuses_only_free_blocks():
+    pool = StatePool(max_blocks=2)
+    a = pool.empty((100, 64), np.float32)
+    address = a.ctypes.data
+    assert address % 64 == 0
+    b = pool.empty((100, 64), np.float32)
+    assert not np.shares_memory(a, b)
+    part = a[:, :8]  # a view keeps its block busy
+    del a
+    c = pool.empty((100, 64), np.float32)
+    assert not np.shares_memory(c, part) and c.ctypes.data != address
+    del part
+    d = pool.empty((100, 64), np.float32)  # now the first block is free again
+    assert d.ctypes.data == address and d.shape == (100, 64)
+    e = pool.empty((64, 100), np.float32)  # same bytes, another shape
+    assert e.shape == (64, 100) and not np.shares_memory(e, d)
+    del d, e
+    small = pool.empty((10, 16), np.float32)  # the pool is full: it replaces a free block
+    del small
+    again = pool.empty((10, 16), np.float32)
+    assert len(pool._blocks) == 2 and any(again.base is owner for owner, _, _ in pool._blocks)
+
+
+def test_walk_results_survive_later_walks():
+    """Walk states come from the pool: a result still held is never handed out again."""
+    from operators.walk_engine import make_engine
+
+    rng = np.random.default_rng(5)
+    docs = rng.normal(size=(200, 16))
+    doc_entity = sp.random(200, 300, density=0.02, format="csr", random_state=rng)
+    engine = make_engine("cpu", dtype=np.float32).fit(docs, doc_entity)
+    query_entity = sp.csr_matrix((40, 300))
+    first, _ = engine.walk(rng.normal(size=(40, 16)), query_entity)
+    kept = first.copy()
+    for _ in range(3):
+        engine.walk(rng.normal(size=(40, 16)), query_entity)
+    np.testing.assert_array_equal(first, kept)
+    assert kept.max() > 0
