@@ -232,7 +232,7 @@ def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray,
     n, nq = scores.shape
     k = min(k, n)
     if k == 0 or nq == 0:
-        return np.zeros((nq, k), dtype=np.int64), _host(scores[:0].T)
+        return np.zeros((nq, k), dtype=np.int64), np.zeros((nq, k), dtype=str(scores.dtype))
     nb = n // TOPK_BLOCK
     maxima = [] if nb == 0 else [scores[: nb * TOPK_BLOCK].reshape(nb, TOPK_BLOCK, nq).max(1)]
     if n % TOPK_BLOCK:

@@ -302,3 +302,8 @@ def test_top_k_columns_equals_top_k_rows(n):
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_array_equal(vals, ref_vals)
     assert ids.shape == (40, min(10, n))
+
+
+def test_top_k_columns_of_an_empty_batch():
+    ids, vals = top_k_columns(np.zeros((5, 0), np.float32), 3)
+    assert ids.shape == vals.shape == (0, 3) and vals.dtype == np.float32
