@@ -307,3 +307,20 @@ def test_top_k_columns_equals_top_k_rows(n):
 def test_top_k_columns_of_an_empty_batch():
     ids, vals = top_k_columns(np.zeros((5, 0), np.float32), 3)
     assert ids.shape == vals.shape == (0, 3) and vals.dtype == np.float32
+
+
+def test_gpu_branches_with_numpy_in_place_of_cupy(engine, corpus):
+    """The GPU code path (one state chunk per batch, cuSPARSE-style product, no compiled
+    kernel), run with NumPy/SciPy standing in for CuPy, gives the CPU path's results; the real
+    CuPy run is ``test_gpu_backend_matches_cpu`` / ``benchmarks/gpu_check.py``."""
+    from operators.walk_engine import Backend, WalkEngine
+
+    stand_in = WalkEngine(Backend("gpu", np, sp, np.float64)).fit(
+        corpus["docs"], corpus["doc_entity"]
+    )
+    assert stand_in._spmm().layout(N_Q) == (1, N_Q) and stand_in._spmm().kernel is None
+    q, qe = corpus["queries"], corpus["query_entity"]
+    ids, scores, ent = engine.doc_zoom(q, qe)
+    ids2, scores2, ent2 = stand_in.doc_zoom(q, qe)
+    np.testing.assert_array_equal(ids, ids2)
+    assert np.abs(scores - scores2).max() < 1e-15 and np.abs(ent - ent2).max() < 1e-15
