@@ -210,25 +210,15 @@ class _SpMM:
 def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``scores`` (B × n, NumPy or CuPy), the ``min(k, n)`` best columns, best
     first, ties at equal score by smaller column: (ids int64, scores) on the host."""
-    nq, k = scores.shape[0], min(k, scores.shape[1])
-    kth = -xp.partition(-scores, k - 1, axis=1)[:, k - 1 : k]
-    keep = scores >= kth
-    tied = xp.nonzero(keep.sum(axis=1) > k)[0]  # ties at the k-th score: smaller ids first
-    if tied.size:
-        sub, th = scores[tied], kth[tied]
-        gt, eq = sub > th, sub == th
-        keep[tied] = gt | (eq & (xp.cumsum(eq, axis=1) <= k - gt.sum(axis=1, keepdims=True)))
-    qs, ids = xp.nonzero(keep)
-    vals, qs, ids = _host(scores[qs, ids]), _host(qs), _host(ids)
-    order = np.lexsort((ids, -vals, qs))  # exactly k per row, grouped by row
-    ids, vals = ids[order].reshape(nq, k), vals[order].reshape(nq, k)
-    return ids.astype(np.int64), vals
+    return top_k_columns(scores.T, k, xp)
 
 
 def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
-    """``top_k_rows`` of ``scores.T`` without transposing (scores n × B, NumPy or CuPy, any
-    strides): the k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a threshold that at
-    least k entries of the column reach, so only entries at or above it are sorted."""
+    """Per column of ``scores`` (n × B, NumPy or CuPy, any strides: read in place), the
+    ``min(k, n)`` best rows, best first, ties at equal score by smaller row: (ids B × k int64,
+    scores B × k) on the host. The k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a
+    threshold that at least k entries of the column reach, so only entries at or above it are
+    sorted."""
     n, nq = scores.shape
     k = min(k, n)
     if k == 0 or nq == 0:
