@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     hd = h.toarray()
 
     def igraph_call(b: int) -> Callable[[], object]:
-        reset = hd[b % n_base]  # a NumPy row: igraph's fastest input (a list costs ~8 % more)
+        reset = hd[b % n_base]  # a NumPy row: igraph's fastest input (a list is slower)
         return lambda: g.personalized_pagerank(reset=reset, damping=0.5, weights="weight")
 
     # Medians of per-call times: this machine is shared, so single timings swing by 2-3x.

@@ -58,8 +58,8 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 class StatePool:
     """Reusable 64-byte aligned buffers for walk states. A fresh buffer of tens of MB costs its
-    page faults at first touch (measured: a product into a fresh 56 MB state takes 14 ms, into
-    a reused one 8 ms), so buffers are handed out again once nothing refers to them any more:
+    page faults at first touch (on the walk benchmark's graph, about as much again as the
+    product written into it), so buffers are handed out again once nothing refers to them:
     an array handed out is a view of a pooled block, and a block is free when the pool holds
     the only reference to it (CPython's reference count). Thread-safe; keeps at most
     ``max_blocks`` blocks: a new block takes the place of a free one of another size, and is
@@ -207,7 +207,8 @@ class CsrKernel:
         if a.dtype not in (np.float32, np.float64):
             raise TypeError(f"CsrKernel: float32 or float64 values, not {a.dtype}")
         a = sp.csr_matrix(a)
-        a.sort_indices()
+        if not a.has_sorted_indices:
+            a = a.sorted_indices()  # a sorted copy: the caller's matrix stays as it is
         if index is None:
             index = np.int32 if max(a.nnz, a.shape[1]) < 2**31 - prefetch else np.int64
         self.shape, self.nnz, self.dtype = a.shape, a.nnz, a.dtype

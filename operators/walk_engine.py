@@ -169,9 +169,10 @@ class _SpMM:
         scaled = S.astype(F64) @ backend.sparse.diags((1 - alpha) * inv_s)
         self.mat = backend.sparse.csr_matrix(scaled).astype(backend.dtype)
         self.kernel, self.reason = None, "GPU: cuSPARSE"
-        self.pool = StatePool()
+        self.pool: StatePool | None = None  # GPU: CuPy pools device memory itself
         self.width = None  # GPU: one chunk holds the whole batch
         if backend.name == "cpu":
+            self.pool = StatePool()
             self.kernel, self.reason = kernel_or_reason(self.mat)
             if self.kernel is None:
                 log.warning("walk engine: SciPy product on CPU: %s", self.reason)
@@ -193,9 +194,7 @@ class _SpMM:
         from a pool of reused buffers (a fresh one costs its page faults at first touch; CuPy
         pools device memory itself)."""
         shape, dt = (nc, self.mat.shape[0], w), self.backend.dtype
-        return (
-            self.pool.empty(shape, dt) if self.backend.name == "cpu" else self.xp.empty(shape, dt)
-        )
+        return self.xp.empty(shape, dt) if self.pool is None else self.pool.empty(shape, dt)
 
     def dense(self, z: Any, out: Any) -> Any:
         """out[c] = A @ z[c] for every chunk c, written into ``out``; returns it."""

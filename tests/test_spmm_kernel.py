@@ -113,3 +113,14 @@ def test_walk_results_survive_later_walks():
         engine.walk(rng.normal(size=(40, 16)), query_entity)
     np.testing.assert_array_equal(first, kept)
     assert kept.max() > 0
+
+
+def test_unsorted_input_is_sorted_in_a_copy():
+    a = sp.csr_matrix(
+        (np.array([2.0, 1.0], np.float32), np.array([3, 0]), np.array([0, 2, 2])), shape=(2, 4)
+    )
+    assert not a.has_sorted_indices
+    kernel = CsrKernel(a)
+    np.testing.assert_array_equal(a.indices, [3, 0])  # the caller's matrix is untouched
+    x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    np.testing.assert_allclose(kernel(x, aligned_empty((2, 16), np.float32)), a @ x)
