@@ -4,6 +4,7 @@ Run from the repo root::
 
     python -m benchmarks.walk_throughput [--docs 8000] [--entities 44000] [--dtype float32]
         [--threads N] [--device auto]
+    python -m benchmarks.walk_throughput --index DIR [--index DIR]   # a real index's graph
 
 Graph: ``benchmarks.gpu_check.make_inputs``; by default 8,000 documents + 44,000 entities =
 52k nodes, about 5.5 entities per document as in the indexed MuSiQue and HotpotQA corpora
@@ -12,7 +13,8 @@ above mean + 3σ of each row (~26 per document on these topic-clustered vectors)
 doc–entity indicator both ways: ~304k, the issue's floor of 300k. ``--docs 30000 --entities
 20000`` gives the denser graph earlier runs used (50k nodes, 3.2M edges, ~96 doc–doc links per
 document); the doc–doc share grows with the corpus (the rule keeps a fixed tail of each row:
-0.3 % of the documents here, 1.1 % and 1.0 % on the MuSiQue and HotpotQA embeddings). The
+0.3 % of the documents here, 1.1 % and 1.0 % on the MuSiQue and HotpotQA embeddings;
+``--index`` prints these shapes for an index). The
 baselines run on exactly the walk's graph. Every rate is 1 / the median of per-call times (the
 machine may be shared; single timings swing 2-3x); ``--threads`` (default 1) limits torch and
 NumPy's BLAS (the query links); the product kernel runs on one thread, so by default everything
@@ -168,6 +170,22 @@ def set_threads(n: int) -> str:
     return f"{torch.get_num_threads()} torch thread(s)"
 
 
+def index_graph_shape(index_dir: str) -> str:
+    """The Doc-Zoom graph the retrieval engine builds from an index, in one line: documents,
+    entities per document, doc–doc links per document and as a share of the documents, all
+    edges. What the default synthetic graph is shaped after."""
+    from pipelines.retrieval import Retrieval
+
+    engine = Retrieval.open(index_dir, device="cpu").engine
+    nd, ne = engine.n_d, engine.n_e
+    return (
+        f"{index_dir}: {nd} documents, {ne} entities ({ne / nd:.2f} per document), "
+        f"{engine.dd_nnz} doc–doc links ({engine.dd_nnz / nd:.1f} per document, "
+        f"{100 * engine.dd_nnz / nd / max(nd - 1, 1):.2f} % of the documents), "
+        f"{engine.S.nnz} edges in all"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=8_000)
@@ -185,7 +203,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baseline-queries", type=int, default=8, help="timed per-query baselines")
     ap.add_argument("--timed-queries", type=int, default=64, help="queries per batch size ≤ 64")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved batch-256 / igraph rounds")
+    ap.add_argument(
+        "--index",
+        action="append",
+        default=[],
+        help="print the Doc-Zoom graph shape of this index and exit (repeatable)",
+    )
     args = ap.parse_args(argv)
+    if args.index:
+        for index in args.index:
+            print(index_graph_shape(index))
+        return
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     data = make_inputs(args.docs, args.entities, 256, args.dim)
     q, qe = data["queries"], data["query_entity"]
