@@ -1,4 +1,5 @@
 # Two entry points: `make demo` and `make test`. Both create the virtualenv when missing.
+# The virtualenv holds the dependencies only: the code runs from this directory (pyproject.toml).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,14 +7,15 @@ STAMP := $(VENV)/.installed
 SAMPLE := data/sample_corpus
 INDEX := data/sample_index
 
-.PHONY: demo test lint format venv clean bench
+.PHONY: demo test unit lint format venv clean bench
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c requirements.lock -e ".[dev]"
+	$(BIN)/python -m pip uninstall -q -y bookindex 2>/dev/null || true
+	$(BIN)/python -m pip install -q -c requirements.lock ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,13 +27,18 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/integration
+
+unit: lint  # the fast tier alone: no Ray, no Serve
+	$(BIN)/python -m pytest -q tests/unit
 
 clean:
 	rm -rf $(SAMPLE) $(INDEX)

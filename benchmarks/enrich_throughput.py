@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 
-from operators.entities import STRUCTURAL_TYPES, extract_document
-from operators.model_offline import OfflineBackend
-from operators.parse import document_metadata, parse_pages
-from operators.resolution import Resolver
-from operators.structure import assemble_document
+from operators.graph.entities import STRUCTURAL_TYPES, extract_document
+from operators.graph.resolution import Resolver
+from operators.models.offline import OfflineBackend
+from operators.parsing.parse import document_metadata, parse_pages
+from operators.structure.assemble import assemble_document
 from pipelines.enrich import node_embedding_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

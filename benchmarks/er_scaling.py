@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from operators.resolution import (
+from operators.graph.resolution import (
     COSINE_C0,
     FLOOR,
     MERGE,

@@ -1,6 +1,6 @@
 """CPU (SciPy) vs GPU (CuPy) walk engine on the same generated inputs: agreement and timings.
 
-Standalone: imports only numpy, scipy, cupy (through ``operators/walk_engine.py``, which imports
+Standalone: imports only numpy, scipy, cupy (through ``operators/walks/engine.py``, which imports
 cupy lazily) — no Ray. Run from the repo root on a machine with CuPy::
 
     python benchmarks/gpu_check.py [--docs 50000] [--entities 20000] [--queries 256]
@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from operators.walk_engine import make_engine  # noqa: E402
+from operators.walks.engine import make_engine  # noqa: E402
 
 
 def make_inputs(

@@ -10,7 +10,7 @@ Run from the repo root (progress goes to stderr, the tables to stdout)::
 and ``--limit`` are unchanged). ``--threads`` (default 1): torch and BLAS threads.
 
 Extraction, once, in this process, exactly as the index job does it: every passage of the
-JSONL corpus (``operators.passages.read_passages``) becomes its nodes (``passage_nodes``) and
+JSONL corpus (``operators.structure.passages.read_passages``) becomes its nodes (``passage_nodes``) and
 goes through ``extract_document(doc_id, nodes, backend.extract_entities_batch,
 title_is_entity=True)`` with the offline backend (spaCy NER, sentence co-occurrence relations).
 For speed, spaCy runs once over all passage texts in one ``nlp.pipe``; ``extract_document``
@@ -118,11 +118,11 @@ from unittest import mock
 import networkx as nx
 import numpy as np
 
-from operators.entities import TOPIC, NodeExtraction, extract_document
-from operators.model_offline import OfflineBackend, clean_name
+from operators.graph.entities import TOPIC, NodeExtraction, extract_document
+from operators.graph.resolution import COSINE_C0, FLOOR, Resolver, normalise_name
 from operators.models import ModelConfig
-from operators.passages import Passage, passage_nodes, read_passages
-from operators.resolution import COSINE_C0, FLOOR, Resolver, normalise_name
+from operators.models.offline import OfflineBackend, clean_name
+from operators.structure.passages import Passage, passage_nodes, read_passages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPORA = {

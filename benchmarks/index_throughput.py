@@ -131,8 +131,8 @@ def parse_and_assemble(pdf: Path) -> int:
     """One document through parse + assemble (the pipeline's stages, no Ray); its page count."""
     import pymupdf
 
-    from operators.parse import document_metadata, parse_pages
-    from operators.structure import assemble_document
+    from operators.parsing.parse import document_metadata, parse_pages
+    from operators.structure.assemble import assemble_document
 
     with pymupdf.open(pdf, filetype="pdf") as doc:
         meta = document_metadata(doc)

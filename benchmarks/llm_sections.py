@@ -5,13 +5,13 @@ Run from the repo root::
     python -m benchmarks.llm_sections [--config model.json] [--limit N] [--use-outline]
         [--batch-size 40] [--json OUT]
 
-``--config`` is a ``ModelConfig`` JSON file (fields as in ``operators.models.ModelConfig``;
+``--config`` is a ``ModelConfig`` JSON file (fields as in ``operators.models.base.ModelConfig``;
 ``BOOKINDEX_*`` environment variables fill the rest). Without a generative backend
 (``openai`` or ``vllm``) configured, it prints one line saying so and exits 0.
 
 Each book is parsed once; the base filter (layout-only by default, the outline filter with
 ``--use-outline``) and ``LLMSectionFilter`` over the same base run on copies of its blocks.
-Scores are those of ``benchmarks.heading_gold`` (fuzzy title, page within ±1, one-to-one);
+Scores are those of ``operators.eval.heading_gold`` (fuzzy title, page within ±1, one-to-one);
 the table shows micro P / R / F1, macro F1 and the lenient level accuracy (``lvl_map``) per
 method, then per book, with the model calls, failed calls and tokens used.
 """
@@ -26,13 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.heading_gold import aggregate, iter_corpus, score, shared_data_dir
+from operators.eval.heading_gold import aggregate, iter_corpus, score, shared_data_dir
 
 METHODS = ("base", "llm")
 
 
 def _headings(blocks, meta: dict, use_outline: bool, section_filter) -> list[tuple]:
-    from operators.structure import structure_blocks
+    from operators.structure.assemble import structure_blocks
 
     blocks = copy.deepcopy(blocks)  # structure_blocks retypes the blocks in place
     _, headings = structure_blocks(
@@ -45,9 +45,9 @@ def run_book(pdf: Path, gold: list, backend, use_outline: bool, batch_size: int)
     """Both methods on one book: scores, seconds, and the refiner's calls and errors."""
     import pymupdf
 
-    from operators.llm_sections import LLMSectionFilter
-    from operators.parse import document_metadata, parse_pages
-    from operators.sections import choose_filter
+    from operators.parsing.parse import document_metadata, parse_pages
+    from operators.structure.llm_refiner import LLMSectionFilter
+    from operators.structure.sections import choose_filter
 
     with pymupdf.open(str(pdf)) as doc:
         meta = document_metadata(doc)

@@ -18,9 +18,9 @@ import json
 
 import numpy as np
 
-from operators import bookrag_ops as ops
-from operators.qa_metrics import page_metrics
-from operators.query_rules import retrieval_text
+from operators.eval.qa_metrics import page_metrics
+from operators.query import bookrag_ops as ops
+from operators.query.rules import retrieval_text
 from pipelines.query_index import QueryIndex
 
 

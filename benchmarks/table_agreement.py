@@ -1,4 +1,4 @@
-"""Ruled-table agreement: ``operators.tables`` (our own detector, used by the parser) against
+"""Ruled-table agreement: ``operators.parsing.tables`` (our own detector, used by the parser) against
 PyMuPDF's ``page.find_tables`` line strategy (what the parser used before), page by page.
 
 Run from the repo root::
@@ -25,7 +25,7 @@ from pathlib import Path
 import pymupdf
 
 from benchmarks.index_throughput import CORPUS_GLOBS, data_dir
-from operators.parse import _cell_texts, _find_ruled_tables, _rulings
+from operators.parsing.parse import _cell_texts, _find_ruled_tables, _rulings
 
 
 def _iou(a: tuple, b: tuple) -> float:

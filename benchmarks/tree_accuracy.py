@@ -8,8 +8,8 @@ Run from the repo root::
 
 Methods (columns), all run on the same PDFs:
 
-* ``bookindex+outline``: ``operators.sections.extract_headings(pdf, use_outline=True)``
-* ``bookindex-outline``: ``operators.sections.extract_headings(pdf, use_outline=False)``
+* ``bookindex+outline``: ``operators.structure.assemble.extract_headings(pdf, use_outline=True)``
+* ``bookindex-outline``: ``operators.structure.assemble.extract_headings(pdf, use_outline=False)``
 * ``pymupdf4llm``: ``pymupdf4llm.to_markdown(pdf, page_chunks=True)`` as a user gets it by
   default. In pymupdf4llm 2.0 that is the *layout* mode (``pymupdf.layout`` / the
   pymupdf-layout package is installed, so ``import pymupdf4llm`` calls ``use_layout(True)``):
@@ -23,7 +23,7 @@ Methods (columns), all run on the same PDFs:
   named in ``--methods``. For the same reason ``bookindex+outline`` is trivially high there.
 
 Gold, normalisation, matching (fuzzy title, page within +-1, one-to-one greedy) and the
-level accuracies are defined in :mod:`benchmarks.heading_gold`. Per corpus the table shows
+level accuracies are defined in :mod:`operators.eval.heading_gold`. Per corpus the table shows
 micro-averaged P / R / F1 (tp, fp, fn summed over documents), the macro F1 over documents,
 ``level_acc`` (relative depth: level minus the smallest matched level, equal on both sides),
 ``lvl_map`` (the lenient variant: best order-preserving level mapping), and ``sec``: the summed per-document wall time of
@@ -33,7 +33,7 @@ it includes CPU contention).
 pymupdf4llm results are cached (key: sha256 of the PDF, pymupdf4llm version, mode) under
 ``$BOOKINDEX_CACHE_DIR`` or ``~/.cache/bookindex/tree_accuracy``; a cached result reports the
 time measured when it was computed. ``--no-cache`` recomputes. bookindex methods are never
-cached. If ``operators.sections`` cannot be imported, the bookindex columns are skipped with a
+cached. If ``operators.structure.sections`` cannot be imported, the bookindex columns are skipped with a
 warning. A method that raises on a document scores an empty prediction for it (and the error is
 printed and kept in the JSON).
 """
@@ -53,7 +53,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.heading_gold import (
+from operators.eval.heading_gold import (
     CORPORA,
     Heading,
     aggregate,
@@ -105,7 +105,7 @@ def pymupdf4llm_headings(pdf_path: str, mode: str | None = None) -> list[Heading
 
 def _bookindex(use_outline: bool) -> Callable[[str], list[Heading]]:
     def run(pdf_path: str) -> list[Heading]:
-        from operators.sections import extract_headings
+        from operators.structure.assemble import extract_headings
 
         with contextlib.redirect_stdout(sys.stderr):
             return [
@@ -124,9 +124,9 @@ METHOD_FUNCS: dict[str, Callable[[str], list[Heading]]] = {
 
 
 def bookindex_available() -> str | None:
-    """None if ``operators.sections.extract_headings`` imports, else the reason it does not."""
+    """None if ``operators.structure.assemble.extract_headings`` imports, else the reason it does not."""
     try:
-        from operators.sections import extract_headings  # noqa: F401
+        from operators.structure.assemble import extract_headings  # noqa: F401
     except Exception as e:  # ImportError, or an error raised while importing the module
         return f"{type(e).__name__}: {e}"
     return None
@@ -275,7 +275,9 @@ def run_benchmark(
     if any(m in BOOKINDEX_METHODS for m in wanted):
         reason = bookindex_available()
         if reason:
-            msg = f"bookindex methods skipped: cannot import operators.sections ({reason})"
+            msg = (
+                f"bookindex methods skipped: cannot import operators.structure.sections ({reason})"
+            )
             print(f"warning: {msg}", file=sys.stderr)
             notes.append(msg)
             wanted = [m for m in wanted if m not in BOOKINDEX_METHODS]

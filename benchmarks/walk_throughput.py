@@ -58,7 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from benchmarks.gpu_check import make_inputs
-from operators.walk_engine import ALPHA, T_STEPS, WalkEngine, make_engine
+from operators.walks.engine import ALPHA, T_STEPS, WalkEngine, make_engine
 
 
 def copy_bandwidth(n_bytes: int = 512 << 20, repeats: int = 5) -> float:

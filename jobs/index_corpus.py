@@ -6,7 +6,7 @@
 INPUT may be directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is
 a passage corpus (one ``{"id", "title", "text"}`` per line, each passage a document).
 Models: the offline CPU default, or an OpenAI-compatible endpoint / vLLM configured by a JSON
-file of ``operators.models.ModelConfig`` fields or by BOOKINDEX_* environment variables. Runs locally (a local
+file of ``operators.models.base.ModelConfig`` fields or by BOOKINDEX_* environment variables. Runs locally (a local
 Ray is started) or on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``.
 Exits 0 with a summary; with --strict, exits 1 when any input failed.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from operators.sample_corpus import build_sample_corpus
+from operators.eval.sample_corpus import build_sample_corpus
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 
@@ -34,25 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (Path(args.index) / "documents.lance").exists():
         print(f"no index at {args.index}: run python -m jobs.index_corpus first", file=sys.stderr)
         return 2
-    import ray
-    from ray import serve
+    from pipelines.serve_app import serve_forever
 
-    from pipelines.serve_app import build_app
-
-    ray.init(include_dashboard=False)
-    serve.start(http_options={"host": args.host, "port": args.port})
     app_args = {
         "index": str(Path(args.index).resolve()),
         "device": args.device,
         "reload_interval_s": args.reload_interval_s,
     }
-    serve.run(build_app(app_args))
-    print(f"serving {args.index} at http://{args.host}:{args.port} (OpenAPI: /docs)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        serve.shutdown()
+    serve_forever(app_args, host=args.host, port=args.port)
     return 0
 
 

@@ -12,8 +12,8 @@ import sys
 import lancedb
 import polars as pl
 
-from pipelines import lance_store
-from pipelines.schemas import DOCUMENTS, FAILURES, NODES
+from pipelines.store import lance_store
+from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
 
 def main(argv: list[str] | None = None) -> int:

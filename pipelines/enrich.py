@@ -1,7 +1,7 @@
 """The enrich stage: node vectors, entities and relations, and resolution within a document.
 
 Runs as a Ray Data ``map_batches`` over document rows (the output of the structure stage).
-Models are loaded once per worker process (operators.model_offline keeps them), so the Ray
+Models are loaded once per worker process (operators.models.offline keeps them), so the Ray
 worker pool reuses them from batch to batch and from job to job.
 
 Added columns per document:
@@ -24,9 +24,9 @@ from dataclasses import asdict
 import numpy as np
 import pyarrow as pa
 
-from operators.entities import STRUCTURAL_TYPES, NodeExtraction, extract_document
+from operators.graph.entities import STRUCTURAL_TYPES, NodeExtraction, extract_document
+from operators.graph.resolution import Resolver, model_selector
 from operators.models import ModelConfig, is_generative, load_backend
-from operators.resolution import Resolver, model_selector
 from pipelines.run_stats import peak_memory_mb
 
 _backends: dict[str, object] = {}

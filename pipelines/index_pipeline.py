@@ -22,23 +22,28 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 
-from operators.layout_graph import graph_columns
+from operators.graph.layout_graph import graph_columns
 from operators.models import ModelConfig
-from operators.parse import Block, parse_pages
-from operators.passages import Passage, is_passage_file, passage_document_row, read_passages
-from operators.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
-from operators.structure import assemble_document
-from pipelines import lance_store, recovery
+from operators.parsing.parse import Block, parse_pages
+from operators.parsing.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
+from operators.structure.assemble import assemble_document
+from operators.structure.passages import (
+    Passage,
+    is_passage_file,
+    passage_nodes,
+    read_passages,
+)
 from pipelines.enrich import enrich_batch
-from pipelines.layout_graph_store import append_graph, backfill_layout_graph
 from pipelines.run_stats import DriverPhases, build_stats, peak_memory_mb, summary_line, write_stats
-from pipelines.schemas import (
+from pipelines.store import lance_store, recovery
+from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
+from pipelines.store.schemas import (
     DOCUMENTS,
     EMBED_DIM,
     ENTITIES,
@@ -229,7 +234,7 @@ def _assemble(
         "outline_used": False,
         "n_sections": 0,
         "page_errors": json.dumps(page_errors),
-        "edges": "[]",  # the layout graph (operators.layout_graph), JSON edge rows
+        "edges": "[]",  # the layout graph (operators.graph.layout_graph), JSON edge rows
         "communities": "{}",  # JSON node_id → community
     }
     timings = {"probe": first["probe_s"], "parse": parsed[0]}
@@ -499,11 +504,8 @@ def _run_ray(
         phase["edges"], phase["communities"] = append_graph(out_dir, batches)
     n_entities = _count(out_dir, ENTITIES)
     if options.enrich:
-        from pipelines.entity_graph import (
-            build_search_indexes,
-            resolve_corpus,
-            write_entity_tables,
-        )
+        from pipelines.entity_graph import resolve_corpus
+        from pipelines.store.entity_tables import build_search_indexes, write_entity_tables
 
         n_local = sum(len(json.loads(r["entities"])) for r in doc_rows if "entities" in r)
         with driver.phase("resolve", rows_in=n_local) as phase:
@@ -573,3 +575,33 @@ def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
     at = _now()
     names = ("uri", "doc_id", "stage", "error", "traceback_tail")
     return [dict(zip(names, values, strict=True), failed_at=at) for values in found]
+
+
+def passage_document_row(passage: Passage) -> dict:
+    """The per-document row the index pipeline carries (same keys as a parsed PDF's)."""
+    nodes, toc = passage_nodes(passage)
+    node_dicts = [asdict(n) for n in nodes]
+    return {
+        "doc_id": passage.doc_id,
+        "uri": passage.uri,
+        "size": len(passage.text.encode("utf-8")),
+        "n_pages": 0,
+        "status": "ok",
+        "error": "",
+        "warning": "",
+        "failure_stage": "",
+        "traceback": "",
+        "title": passage.title,
+        "n_nodes": len(nodes),
+        "nodes": json.dumps(node_dicts),
+        "toc": json.dumps(toc),
+        "page_labels": "[]",
+        "outline_used": False,
+        "n_sections": 0,
+        "page_errors": "[]",
+        "stage_timings": "{}",
+        "stage_memory": "{}",
+        "n_ranges": 0,
+        "source": "passage",
+        **graph_columns(node_dicts, passage.doc_id),  # edges: the one part_of
+    }

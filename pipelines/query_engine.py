@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from operators import bookrag_agent, deepread, ladrag
 from operators.models import ModelConfig, is_generative
-from operators.query_rules import GLOBAL, MULTI, classify
-from operators.walk_engine import TOP_K, make_engine
+from operators.query import bookrag as bookrag_agent
+from operators.query import deepread, ladrag
+from operators.query.rules import GLOBAL, MULTI, classify
+from operators.walks.engine import TOP_K, make_engine
 from pipelines.query_index import QueryIndex
 
 METHODS = ("auto", "bookrag", "deepread", "zoom", "ladrag", "dense", "bookrag_paper")

@@ -21,11 +21,11 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from operators.bookrag_ops import minmax
-from operators.entity_linking import EntityLinker
+from operators.graph.entity_linking import EntityLinker
 from operators.models import ModelBackend, ModelConfig, load_backend
-from pipelines import lance_store
-from pipelines.schemas import (
+from operators.query.bookrag_ops import minmax
+from pipelines.store import lance_store
+from pipelines.store.schemas import (
     COMMUNITIES,
     DOCUMENTS,
     EDGES,

@@ -43,8 +43,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from operators.models import ModelBackend, ModelConfig, load_backend
-from operators.retrievers import Bm25Retriever, DenseRetriever
-from operators.walk_engine import TOP_K, make_engine, top_k_rows, unit_rows
+from operators.query.retrievers import Bm25Retriever, DenseRetriever
+from operators.walks.engine import TOP_K, make_engine, top_k_rows, unit_rows
 from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
 
 METHODS = ("zoom", "bm25", "dense")

@@ -5,7 +5,7 @@ corpora a document is a passage and its chunks are its sentences (ZoomRAG's sett
 A document's vector is the normalised mean of its leaf vectors (a passage: its one paragraph).
 
 Entities are those of the index plus, for passage corpora, one title entity per distinct
-passage title (``operators.entity_linking.title_links``), computed here when the corpus is
+passage title (``operators.graph.entity_linking.title_links``), computed here when the corpus is
 loaded: it links the passages with that title and every passage whose text names the title,
 the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
 (columns from ``n_index_entities`` on), with ids ``title:<normalised title>``. ``title_entity``
@@ -22,10 +22,10 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from operators.entity_linking import EntityLinker, sentences, strip_accents, title_links
-from operators.resolution import normalise_name
-from pipelines import lance_store
-from pipelines.schemas import DOCUMENTS, ENTITIES, MENTIONS, NODES
+from operators.graph.entity_linking import EntityLinker, sentences, strip_accents, title_links
+from operators.graph.resolution import normalise_name
+from pipelines.store import lance_store
+from pipelines.store.schemas import DOCUMENTS, ENTITIES, MENTIONS, NODES
 
 LEAF_KINDS = ("text", "list", "table", "image", "caption", "formula")
 TITLE_ENTITY = "title:"  # id prefix of the title entities added at load time

@@ -13,7 +13,7 @@ concurrent requests into one step (``@serve.batch``).
 
 Reloading: the engine keeps answering from the index it opened; ``POST /admin/reload`` (after an
 index job) makes the engine replica that takes it reopen the index when the Lance version of
-``documents`` (the commit marker, pipelines/recovery.py) changed, in a thread, and swap it in
+``documents`` (the commit marker, pipelines/store/recovery.py) changed, in a thread, and swap it in
 between batches — no restart of the ingress, no request refused. With ``reload_interval_s`` > 0
 every engine replica also checks that version on its own (needed with several replicas).
 
@@ -31,6 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 
+import ray
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -286,3 +287,18 @@ def build_app(args: dict) -> serve.Application:
         str(args["index"]), device, float(args.get("reload_interval_s", 0) or 0)
     )
     return Ingress.bind(engine)
+
+
+def serve_forever(args: dict, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Start a local Ray, serve ``build_app(args)`` at host:port, and block until Ctrl-C."""
+    import time
+
+    ray.init(include_dashboard=False)
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(build_app(args))
+    print(f"serving {args['index']} at http://{host}:{port} (OpenAPI: /docs)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()

@@ -39,7 +39,7 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory) -> Path:
-    from operators.sample_corpus import build_sample_corpus
+    from operators.eval.sample_corpus import build_sample_corpus
 
     out = tmp_path_factory.mktemp("sample_corpus")
     build_sample_corpus(out)

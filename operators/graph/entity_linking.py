@@ -1,0 +1,200 @@
+"""Linking text to the entities of the index by their names, and splitting text into sentences.
+
+``EntityLinker`` finds, in a query or a chunk, every entity whose canonical name or alias
+occurs as a whole run of words (case- and punctuation-normalised, up to ``max_words`` words).
+A dictionary of normalised names makes this one lookup per word n-gram of the text: no scan
+over the entity table, so linking a query costs the same for 1k or 1M entities. Names that are
+one stop word, or shorter than ``min_chars``, are not linked. Two options serve query linking
+and title matching: ``fold_accents`` (a linker that compares names without diacritics:
+"Aschenbrodel" finds "Aschenbrödel") and ``link(text, capitalised=True)`` (a run of words
+counts only when one of its words is capitalised in the text, so "the state" does not link the
+entity "State" while "State of Palestine" still does).
+
+Title entities (``title_links``): in a passage corpus built from an encyclopedia, the passage
+title names what the passage is about, and another passage that names that title in its text
+points at it, like a hyperlink. Every distinct title becomes one entity, linked to the passages
+with that title and to every passage whose text names it (``title_forms``: the title, without a
+trailing parenthetical qualifier, without a leading "The").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+
+from operators.graph.resolution import normalise_name
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "you",
+        "how",
+        "did",
+        "does",
+        "do",
+        "first",
+        "second",
+        "one",
+        "two",
+        "three",
+        "new",
+    ]
+)
+_SENTENCE = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[A-Z0-9\"“(])")
+_WORD = re.compile(r"[\w&]+")
+_QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def sentences(text: str, min_chars: int = 20) -> list[str]:
+    """Sentences of a passage (a regex splitter: fast, and good enough for encyclopedic prose);
+    fragments shorter than ``min_chars`` join the sentence before them."""
+    pieces = [p.strip() for p in _SENTENCE.split(text or "") if p and p.strip()]
+    out: list[str] = []
+    for piece in pieces:
+        if out and len(piece) < min_chars:
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
+
+
+def strip_accents(text: str) -> str:
+    """``text`` without diacritics (NFKD, combining marks dropped): "Tekezé" -> "Tekeze"."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def title_forms(title: str) -> list[str]:
+    """The names a passage title is cited by: the title itself, the title without a trailing
+    parenthetical qualifier ("Lilu (mythology)" -> "Lilu"), and each of those without a leading
+    "The" ("The Rank Organisation" -> "Rank Organisation"). First the title, no repeats."""
+    forms = [title.strip()]
+    forms.append(_QUALIFIER.sub("", forms[0]).strip())
+    forms += [f[4:].strip() for f in list(forms) if f[:4].lower() == "the "]
+    return list(dict.fromkeys(f for f in forms if f))
+
+
+class EntityLinker:
+    def __init__(
+        self,
+        names: list[list[str]],
+        max_words: int = 8,
+        min_chars: int = 3,
+        fold_accents: bool = False,
+    ) -> None:
+        """``names[i]``: the canonical name and aliases of entity ``i``. ``fold_accents``:
+        names and texts are compared without diacritics."""
+        self.max_words = max_words
+        self.fold_accents = fold_accents
+        self._by_name: dict[str, list[int]] = defaultdict(list)
+        for position, forms in enumerate(names):
+            for form in {self._normalise(f) for f in forms if f}:
+                if len(form) < min_chars or form in STOP_WORDS:
+                    continue
+                if len(form.split()) > max_words:
+                    continue
+                self._by_name[form].append(position)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def _normalise(self, text: str) -> str:
+        return normalise_name(strip_accents(text) if self.fold_accents else text)
+
+    def _words(self, text: str) -> tuple[list[str], list[bool]]:
+        """The normalised words of ``text`` and, for each, whether it is capitalised there
+        (starts with an upper-case letter or a digit)."""
+        raw = unicodedata.normalize("NFKC", text or "")
+        words, capitalised = [], []
+        for token in _WORD.findall(strip_accents(raw) if self.fold_accents else raw):
+            for word in normalise_name(token).split():
+                words.append(word)
+                capitalised.append(token[0].isupper() or token[0].isdigit())
+        return words, capitalised
+
+    def link(self, text: str, capitalised: bool = False) -> list[int]:
+        """Entities named in ``text``, in order of first occurrence, each once. With
+        ``capitalised``, a name counts only where one of its words is capitalised in the text."""
+        if capitalised:
+            words, caps = self._words(text)
+        else:
+            words, caps = self._normalise(text).split(), []
+        found: dict[int, None] = {}
+        for start in range(len(words)):
+            for stop in range(min(len(words), start + self.max_words), start, -1):
+                positions = self._by_name.get(" ".join(words[start:stop]), ())
+                if positions and (not caps or any(caps[start:stop])):
+                    for position in positions:
+                        found.setdefault(position, None)
+        return list(found)
+
+
+def title_links(
+    titles: list[str], bodies: list[str], max_words: int = 10
+) -> tuple[list[list[str]], list[tuple[int, int]], list[int]]:
+    """Title entities of a passage corpus: (names of each distinct title, canonical first;
+    (passage, title entity) links; each passage's own title entity, -1 for none). A passage
+    links to its own title's entity and to the entity of every title its body names
+    (capitalised, accents folded); ``bodies[i]`` is the text of passage ``i`` without its
+    title. Passages with an empty title own no entity."""
+    key_of: dict[str, int] = {}
+    names: list[list[str]] = []
+    own: list[int] = []
+    for title in titles:
+        key = normalise_name(strip_accents(title or ""))
+        if not key:
+            own.append(-1)
+            continue
+        if key not in key_of:
+            key_of[key] = len(names)
+            names.append(title_forms(title))
+        own.append(key_of[key])
+    linker = EntityLinker(names, max_words=max_words, fold_accents=True)
+    links: list[tuple[int, int]] = []
+    for passage, (entity, body) in enumerate(zip(own, bodies, strict=True)):
+        named = dict.fromkeys(([entity] if entity >= 0 else []) + linker.link(body, True))
+        links += [(passage, e) for e in named]
+    return names, links, own

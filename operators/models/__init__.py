@@ -1,0 +1,36 @@
+"""Model backends behind one interface (docs/architecture.md, "Models").
+
+``base`` holds the interface, the configuration and the errors; ``factory.load_backend`` picks
+the backend a ``ModelConfig`` names: ``offline`` (CPU, packaged models), ``openai_compatible``
+(any OpenAI-compatible endpoint) or ``vllm_local`` (in-process vLLM). Callers import from here.
+"""
+
+from operators.config import BACKENDS, GENERATIVE_BACKENDS, ModelConfig
+from operators.models.base import (
+    ExtractedEntity,
+    ExtractedRelation,
+    ModelBackend,
+    ModelError,
+    NoGeneration,
+    entities_from_answer,
+    entity_messages,
+    is_generative,
+    parse_json_answer,
+)
+from operators.models.factory import load_backend
+
+__all__ = [
+    "BACKENDS",
+    "GENERATIVE_BACKENDS",
+    "ExtractedEntity",
+    "ExtractedRelation",
+    "ModelBackend",
+    "ModelConfig",
+    "ModelError",
+    "NoGeneration",
+    "entities_from_answer",
+    "entity_messages",
+    "is_generative",
+    "load_backend",
+    "parse_json_answer",
+]

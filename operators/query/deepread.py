@@ -1,0 +1,261 @@
+"""DeepRead's tools over the index and the two policies that drive them.
+
+Tools (every paragraph carries its coordinates doc_id, sec_id, para_idx):
+- ``toc(doc)``: the table-of-contents skeleton (sec_id, title, level, children, n_paragraphs,
+  n_tokens), also rendered as an indented text for a model.
+- ``retrieve(query, k, window)``: the top-k paragraphs, each widened by a scan window within its
+  section (default one paragraph up and one down), deduplicated and put in document order.
+- ``read_section(doc, sec_id, start, end)``: paragraphs start..end (1-based, inclusive) of a
+  section, the range clipped to the section.
+
+Policies: ``offline_policy`` (locate with Retrieve, then read the best section around the hits;
+deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
+at most ``MAX_ROUNDS`` rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from operators.models import ModelError
+from operators.query.bookrag_ops import reduce_answer
+
+if TYPE_CHECKING:
+    from pipelines.query_index import QueryIndex
+
+MAX_ROUNDS = 50
+SCAN_WINDOW = (1, 1)
+READ_LIMIT = 6  # paragraphs the offline policy reads from the best section
+
+
+@dataclass
+class Paragraph:
+    position: int
+    doc_id: str
+    sec_id: int
+    para_idx: int
+    text: str
+    score: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "doc_id": self.doc_id,
+            "sec_id": self.sec_id,
+            "para_idx": self.para_idx,
+            "text": self.text,
+            "score": round(self.score, 6),
+        }
+
+
+@dataclass
+class ToolRunResult:
+    """What a tool-driven policy (DeepRead, LAD-RAG) found: node positions best first."""
+
+    evidence: list[int]
+    scores: list[float]
+    answer: str | None
+    answer_type: str
+    trace: list[dict] = field(default_factory=list)
+
+
+class DeepReadTools:
+    def __init__(self, index: QueryIndex, doc: int | None = None) -> None:
+        self.index = index
+        self.doc = doc  # restrict Retrieve to one document
+
+    # ---- tools ----------------------------------------------------------------------------
+    def toc(self, doc: int) -> list[dict]:
+        return self.index.toc(doc)
+
+    def toc_text(self, doc: int) -> str:
+        lines = []
+        for entry in self.index.toc(doc):
+            indent = "  " * max(0, int(entry["level"]) - 1)
+            lines.append(
+                f"{indent}[{entry['sec_id']}] {entry['title'] or '(untitled)'} "
+                f"(p.{entry.get('page', '?')}, {entry['n_paragraphs']} paragraphs)"
+            )
+        return "\n".join(lines)
+
+    def retrieve(
+        self,
+        query: str,
+        k: int = 5,
+        window: tuple[int, int] = SCAN_WINDOW,
+        query_vector: np.ndarray | None = None,
+    ) -> list[Paragraph]:
+        """Top-k paragraphs by hybrid relevance, widened by ``window`` (up, down) inside their
+        section, deduplicated (a paragraph keeps its best score) and in document order."""
+        index = self.index
+        leaves = index.leaves(self.doc)
+        if leaves.size == 0 or k <= 0:
+            return []
+        scores = index.text_scores(query, leaves, query_vector)
+        top = np.lexsort((leaves, -scores))[:k]
+        found: dict[int, float] = {}
+        up, down = window
+        for i in top.tolist():
+            hit, score = int(leaves[i]), float(scores[i])
+            siblings = index.section_leaves(int(index.doc[hit]), int(index.sec_id[hit]))
+            at = siblings.index(hit) if hit in siblings else None
+            around = siblings[max(0, at - up) : at + down + 1] if at is not None else [hit]
+            for p in around:
+                value = score if p == hit else 0.0
+                found[p] = max(found.get(p, -1.0), value)
+        return [self._paragraph(p, found[p]) for p in sorted(found)]
+
+    def read_section(
+        self, doc: int, sec_id: int, start: int = 1, end: int | None = None
+    ) -> list[Paragraph]:
+        """Paragraphs start..end of a section, clipped to 1..n_paragraphs; an unknown section
+        raises KeyError with the valid range."""
+        leaves = self.index.section_leaves(doc, sec_id)
+        if self.index.section_node(doc, sec_id) is None:
+            n_sections = len(self.index.toc(doc))
+            raise KeyError(f"no section {sec_id} in this document (sec_id 0..{n_sections - 1})")
+        start = max(1, int(start))
+        end = len(leaves) if end is None else min(len(leaves), int(end))
+        return [self._paragraph(p) for p in leaves[start - 1 : end]]
+
+    def _paragraph(self, position: int, score: float = 0.0) -> Paragraph:
+        index = self.index
+        return Paragraph(
+            position=position,
+            doc_id=index.documents[int(index.doc[position])].doc_id,
+            sec_id=int(index.sec_id[position]),
+            para_idx=int(index.para_idx[position]),
+            text=index.node_text(position),
+            score=score,
+        )
+
+
+def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ToolRunResult:
+    """Locate, then read: Retrieve top-k with the scan window; the section whose hits score
+    highest is read around its hits (READ_LIMIT paragraphs at most); evidence = the hits first
+    (best first), then the read paragraphs."""
+    trace = []
+    started = time.perf_counter()
+    hits = tools.retrieve(query, k=k)
+    trace.append(_step("Retrieve", {"query": query, "k": k}, len(hits), started))
+    if not hits:
+        return ToolRunResult([], [], None, "none", trace)
+    by_section: dict[tuple[int, int], float] = {}
+    for h in hits:
+        key = (int(tools.index.doc[h.position]), h.sec_id)
+        by_section[key] = by_section.get(key, 0.0) + h.score
+    (doc, sec_id), _ = max(by_section.items(), key=lambda item: (item[1], -item[0][1]))
+    in_section = [h.para_idx for h in hits if h.sec_id == sec_id and h.score > 0]
+    centre = in_section[0] if in_section else 1
+    start = max(1, centre - READ_LIMIT // 2)
+    started = time.perf_counter()
+    read = tools.read_section(doc, sec_id, start, start + READ_LIMIT - 1)
+    trace.append(
+        _step(
+            "ReadSection",
+            {"doc_id": tools.index.documents[doc].doc_id, "sec_id": sec_id, "start": start},
+            len(read),
+            started,
+        )
+    )
+    ranked = sorted(hits, key=lambda h: (-h.score, h.position))
+    evidence: dict[int, float] = {h.position: h.score for h in ranked}
+    for paragraph in read:
+        evidence.setdefault(paragraph.position, 0.0)
+    positions = list(evidence)
+    answer, how = reduce_answer(tools.index, query, positions)
+    return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
+
+
+_ACTION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "thought": {"type": "string"},
+        "action": {"type": "string", "enum": ["toc", "retrieve", "read_section", "answer"]},
+        "query": {"type": "string"},
+        "doc": {"type": "integer"},
+        "sec_id": {"type": "integer"},
+        "start": {"type": "integer"},
+        "end": {"type": "integer"},
+        "answer": {"type": "string"},
+    },
+    "required": ["thought", "action"],
+}
+
+
+def react_loop(
+    tools: DeepReadTools, query: str, max_rounds: int = MAX_ROUNDS, k: int = 5
+) -> ToolRunResult:
+    """A generative backend reasons and acts (toc / retrieve / read_section / answer) until it
+    answers or ``max_rounds`` pass; everything it read is the evidence."""
+    index = tools.index
+    docs = [tools.doc] if tools.doc is not None else list(range(min(5, len(index.documents))))
+    intro = "\n\n".join(
+        f"Document {d} ({index.documents[d].name}):\n{tools.toc_text(d)}" for d in docs
+    )
+    messages = [
+        {
+            "role": "system",
+            "content": "You answer questions about documents by using tools. Each turn, reply "
+            "with JSON: thought, action (toc | retrieve | read_section | answer) and its "
+            "arguments (retrieve: query; read_section: doc, sec_id, start, end; toc: doc; "
+            "answer: answer). Read before you answer; cite nothing you did not read.",
+        },
+        {"role": "user", "content": f"Question: {query}\n\nTables of contents:\n{intro}"},
+    ]
+    trace: list[dict] = []
+    seen: dict[int, float] = {}
+    answer = None
+    for _ in range(max_rounds):
+        started = time.perf_counter()
+        try:
+            step = index.backend.complete(messages, schema=_ACTION_SCHEMA)
+        except ModelError as exc:
+            trace.append(_step("error", {"error": str(exc)}, 0, started))
+            break
+        action = step.get("action")
+        if action == "answer":
+            answer = str(step.get("answer", ""))
+            trace.append(_step("Answer", {}, 1, started))
+            break
+        observation, n = _act(tools, step, seen, k)
+        trace.append(
+            _step(str(action), {k_: step.get(k_) for k_ in ("query", "sec_id")}, n, started)
+        )
+        messages.append({"role": "assistant", "content": json.dumps(step)})
+        messages.append({"role": "user", "content": f"Observation:\n{observation[:6000]}"})
+    positions = sorted(seen, key=lambda p: (-seen[p], p))
+    if answer is None:
+        answer, how = reduce_answer(index, query, positions)
+    else:
+        how = "generated"
+    return ToolRunResult(positions, [seen[p] for p in positions], answer, how, trace)
+
+
+def _act(tools: DeepReadTools, step: dict, seen: dict[int, float], k: int) -> tuple[str, int]:
+    action = step.get("action")
+    try:
+        if action == "toc":
+            return tools.toc_text(int(step.get("doc", tools.doc or 0))), 1
+        if action == "retrieve":
+            found = tools.retrieve(str(step.get("query", "")), k=k)
+        elif action == "read_section":
+            doc = int(step.get("doc", tools.doc if tools.doc is not None else 0))
+            found = tools.read_section(
+                doc, int(step["sec_id"]), int(step.get("start", 1)), step.get("end")
+            )
+        else:
+            return f"unknown action {action!r}", 0
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        return f"error: {exc}", 0
+    for p in found:
+        seen[p.position] = max(seen.get(p.position, 0.0), p.score)
+    return "\n".join(json.dumps(p.to_dict()) for p in found), len(found)
+
+
+def _step(tool: str, args: dict, n_out: int, started: float) -> dict:
+    return {"op": tool, "args": args, "out": n_out, "s": round(time.perf_counter() - started, 4)}

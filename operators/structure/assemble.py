@@ -1,0 +1,109 @@
+"""From a document's blocks to its headings: block typing, then section filtering.
+
+Shared by the Ray pipeline (which parses page ranges in parallel and joins them) and by
+``extract_headings``, the one-call entry point the benchmarks use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pymupdf
+
+from operators.parsing.parse import Block, document_metadata, parse_pages
+from operators.structure.blocks import BodyStyle, classify_blocks
+from operators.structure.sections import (
+    Heading,
+    SectionContext,
+    SectionFilter,
+    choose_filter,
+    resolve_headings,
+)
+from operators.structure.tree import build_tree, toc_skeleton
+
+if TYPE_CHECKING:
+    from operators.models import ModelConfig
+
+
+def section_filter_for(
+    outline: list[tuple[int, str, int]],
+    use_outline: bool,
+    model_config: ModelConfig | None = None,
+) -> SectionFilter:
+    """The layout or outline filter; wrapped by the LLM refiner (BookRAG §4.2.2) when a
+    generative model is configured."""
+    base = choose_filter(outline, use_outline)
+    if model_config is None or not model_config.generative:
+        return base
+    from operators.models import load_backend
+    from operators.structure.llm_refiner import LLMSectionFilter
+
+    return LLMSectionFilter(load_backend(model_config), base)
+
+
+def structure_blocks(
+    blocks: list[Block],
+    n_pages: int,
+    outline: list[tuple[int, str, int]],
+    use_outline: bool,
+    section_filter: SectionFilter | None = None,
+) -> tuple[BodyStyle, list[Heading]]:
+    """Type the blocks in place and decide the headings. Blocks must be in document order."""
+    body = classify_blocks(blocks, n_pages)
+    context = SectionContext(body=body, n_pages=n_pages, outline=outline, blocks=blocks)
+    section_filter = section_filter or choose_filter(outline, use_outline)
+    headings = resolve_headings(blocks, context, section_filter)
+    return body, headings
+
+
+def extract_headings(
+    pdf_path: str, use_outline: bool = True, model_config: ModelConfig | None = None
+) -> list[tuple[int, str, int]]:
+    """(level, title, 1-based page) of every heading the indexer finds in a PDF."""
+    with pymupdf.open(pdf_path) as doc:
+        meta = document_metadata(doc)
+        parsed = parse_pages(doc, 0, doc.page_count)
+    section_filter = section_filter_for(meta["outline"], use_outline, model_config)
+    _, headings = structure_blocks(
+        parsed.blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
+    )
+    return [(h.level, h.title, h.page) for h in headings]
+
+
+def assemble_document(
+    doc_id: str,
+    meta: dict,
+    blocks: list[Block],
+    use_outline: bool = True,
+    model_config: ModelConfig | None = None,
+) -> tuple[list, list[dict], dict]:
+    """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
+
+    ``meta`` is ``operators.parsing.parse.document_metadata`` output. With a generative
+    ``model_config`` the headings are refined by the model (``operators.structure.llm_refiner``) and
+    the facts say how many model calls failed (``section_model_errors``).
+    """
+    blocks = sorted(blocks, key=lambda b: (b.page, b.order))
+    section_filter = section_filter_for(meta["outline"], use_outline, model_config)
+    body, headings = structure_blocks(
+        blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
+    )
+    title = meta["title"] or _first_title(blocks) or ""
+    nodes = build_tree(doc_id, title, blocks, headings)
+    facts = {
+        "body_font_size": body.font_size,
+        "outline_used": bool(use_outline and len(meta["outline"]) >= 2),
+        "n_sections": sum(n.kind == "section" for n in nodes),
+    }
+    errors = getattr(section_filter, "errors", None)
+    if errors is not None:
+        facts["section_model_errors"] = len(errors)
+    return nodes, toc_skeleton(nodes), facts
+
+
+def _first_title(blocks: list[Block]) -> str | None:
+    """The largest text on the first page, as a fallback document title."""
+    first = [b for b in blocks if b.page == 1 and b.text.strip()]
+    if not first:
+        return None
+    return max(first, key=lambda b: (b.font_size, -b.order)).text[:300]

@@ -1,0 +1,654 @@
+"""Document-level block typing: running headers and footers, captions, list items, title
+candidates. Needs every block of the document, so it runs after the page ranges are joined.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from operators.parsing.parse import TEXT, Block, font_family, measure_space_above
+
+HEADER, FOOTER, CAPTION, LIST, TITLE = "header", "footer", "caption", "list", "title"
+# Key of ``Block.extra`` for a title candidate that counts in its style's statistics but is
+# never a heading, whatever the section filter decides; the value says why.
+NEVER_HEADING = "never_heading"
+
+_MARGIN = 0.085  # share of the page height that running headers and footers live in
+_CAPTION = re.compile(
+    r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box|graph|diagram|scheme)\.?\s*"
+    r"([0-9]+|[ivxlc]+|[a-z])([.:\-–—)]|\s|$)",
+    re.IGNORECASE,
+)
+_CAPTION_LABEL = re.compile(
+    r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box)\.?\s*([0-9]+(\.[0-9]+)*|[ivxlc]+|[a-z])"
+    r"[.:]?$",
+    re.IGNORECASE,
+)  # a caption's label alone: "Table 2.1", "Figure 3:"
+_ENUM = r"\(?[a-z0-9]{1,2}\)"  # a list item's letter or number label: "a)", "(1)"
+_BULLET = re.compile(rf"^([•◦▪‣●○■□►✓➢–—\-*·]|{_ENUM})\s+\S")
+_ENUM_LABEL = re.compile(rf"^{_ENUM}\s+\S")  # "a) …", "(1) …"
+_SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
+_MAX_CONTENTS_BLOCKS = 400  # more text blocks than a contents page has
+_FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
+_PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
+# A front-matter running head with its folio, printed once: "xii  Acknowledgments".
+_ROMAN_FOLIO = re.compile(r"^[ivxl]{1,6}\s{2,}\S.{0,80}$|^.{1,80}\S\s{2,}[ivxl]{1,6}$")
+_ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
+_SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
+_NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
+_HANGING_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?\s+\S")  # "1.4  Title", "3. Title"
+_PAGE_TAIL = frozenset("0123456789ivxlc")
+_STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
+_ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
+_LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2}")
+_RELATION = frozenset("=<>≤≥≈±×÷")
+_CONNECTIVES = frozenset(
+    [
+        "and",
+        "or",
+        "of",
+        "in",
+        "the",
+        "for",
+        "to",
+        "with",
+        "on",
+        "at",
+        "by",
+        "from",
+        "a",
+        "an",
+        "as",
+        "into",
+        "over",
+        "under",
+        "between",
+        "against",
+        "versus",
+        "vs",
+        "&",
+        "–",
+        "—",
+        "-",
+    ]
+)
+# Apparatus headings that books often set at note size, just above the notes they head.
+_APPARATUS = re.compile(
+    r"^(notes|endnotes|footnotes|references|bibliography|further reading|sources)$", re.I
+)
+
+
+@dataclass(frozen=True)
+class BodyStyle:
+    """The document's body text style: the size carrying the most characters."""
+
+    font_size: float
+    bold: bool
+    family: str
+    paragraph_gap: float = 0.0  # typical white space above a body paragraph, points
+
+
+def body_style(blocks: list[Block]) -> BodyStyle:
+    sizes: Counter = Counter()
+    families: Counter = Counter()
+    bold_chars = 0
+    total = 0
+    for b in blocks:
+        if b.kind == TEXT:
+            sizes[round(b.font_size * 2) / 2] += len(b.text)
+            families[font_family(b.font)] += len(b.text)
+            total += len(b.text)
+            bold_chars += len(b.text) if b.bold else 0
+    if not sizes:
+        return BodyStyle(font_size=10.0, bold=False, family="")
+    font_size = sizes.most_common(1)[0][0]
+
+    def body_text(b: Block) -> bool:
+        return b.kind == TEXT and round(b.font_size * 2) / 2 == font_size
+
+    # The gap between two body paragraphs in a row: not a note's, a caption's or the first
+    # paragraph's under a running header, which are wider and would hide a heading's space.
+    between = sorted(
+        b.space_above
+        for a, b in zip(blocks, blocks[1:], strict=False)
+        if a.page == b.page and body_text(a) and body_text(b)
+    )
+    at_body = sorted(b.space_above for b in blocks if body_text(b))
+    return BodyStyle(
+        font_size=font_size,
+        bold=bold_chars > total / 2,
+        family=families.most_common(1)[0][0],
+        paragraph_gap=min(g[len(g) // 2] for g in (between, at_body) if g),
+    )
+
+
+def _shape(text: str) -> str:
+    """Text with page numbers dropped and other digits folded, so that 'Page 12' and
+    'Page 13', 'xiv Preface' and 'Preface xv' (left and right pages) look alike."""
+    text = re.sub(r"^([0-9]+|[ivxlc]+)\b|\b([0-9]+|[ivxlc]+)$", "", text.lower().strip())
+    return re.sub(r"\d+", "#", text).strip()
+
+
+def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
+    """Blocks in the top or bottom margin that repeat across pages, or are page numbers."""
+    in_margin: list[tuple[Block, str]] = []
+    for b in blocks:
+        if b.kind != TEXT or b.n_lines > 3:
+            continue
+        if b.y1 <= b.page_height * _MARGIN:
+            in_margin.append((b, HEADER))
+        elif b.y0 >= b.page_height * (1 - _MARGIN):
+            in_margin.append((b, FOOTER))
+    pages_by_shape: dict[str, set[int]] = defaultdict(set)
+    for b, _ in in_margin:
+        pages_by_shape[_shape(b.text)].add(b.page)
+    repeat_floor = 2 if n_pages < 10 else 3
+    marked: dict[int, list[Block]] = defaultdict(list)
+    for b, kind in in_margin:
+        if (
+            _PAGE_NUMBER.match(b.text.strip())
+            or _ROMAN_FOLIO.match(b.text.strip())
+            or len(pages_by_shape[_shape(b.text)]) >= repeat_floor
+        ):
+            b.kind = kind
+            marked[b.page].append(b)
+    # A line beside running furniture on the same baseline ("4 | Chapter 2. Installation",
+    # the section name a footer carries on one or two pages only) is furniture too.
+    for b, kind in in_margin:
+        if b.kind == TEXT and any(
+            abs(m.y1 - b.y1) < 2 and (m.x1 <= b.x0 or b.x1 <= m.x0) for m in marked[b.page]
+        ):
+            b.kind = kind
+
+
+def is_title_shaped(text: str) -> bool:
+    """Short, has letters, does not read like a sentence fragment or a page number."""
+    words = text.split()
+    if not (1 <= len(words) <= 30) or len(text) > 220 or not _LETTERS.search(text):
+        return False
+    if _ADDRESS.search(text):  # e-mail addresses, links, arXiv stamps
+        return False
+    if not _WORD.search(text) and any(c in _RELATION for c in text):
+        return False  # a formula's line ("C 591,2 ="), not a title ("v2.18.0 (27/10/2021)")
+    if text.rstrip().endswith((",", ";", ":")) and len(words) > 3:
+        return False
+    return not _PAGE_NUMBER.match(text.strip())
+
+
+def _unfinished(first: Block, second: Block) -> bool:
+    """Two single lines that read as one title broken in two: the first ends on a connective
+    ("… Laws and" / "Policies …") or both are set in capitals."""
+    if first.n_lines != 1 or second.n_lines != 1 or len(first.text) + len(second.text) > 160:
+        return False
+    last_word = first.text.rstrip().rsplit(None, 1)[-1].lower()
+    both_caps = first.text.isupper() and second.text.isupper()
+    return last_word in _CONNECTIVES or first.text.rstrip().endswith(":") or both_caps
+
+
+def _hanging(first: Block, second: Block) -> bool:
+    """A numbered heading's second line, indented to where the title starts after the
+    number ("1.4  Challenges and opportunities facing" / "    G-SIBs – differences …")."""
+    return (
+        first.n_lines == 1
+        and second.n_lines == 1
+        and _HANGING_NUMBER.match(first.text) is not None
+        and not second.text[:1].isdigit()
+        and sum(c.isalpha() for c in second.text) >= 4  # not a table's "X" or "-50 BPS"
+        and 5 <= second.x0 - first.x0 <= 60
+    )
+
+
+def _next_line_below(first: Block, second: Block) -> bool:
+    """``second`` starts right under ``first``: less than 0.6 em of white space between,
+    or line boxes that overlap by up to half a line when one sits above the other (their
+    x ranges overlap); side by side (cells of one table row), they are not one title."""
+    gap = second.y0 - first.y1
+    if gap >= 0:
+        return gap < 0.6 * second.font_size
+    stacked = min(first.x1, second.x1) - max(first.x0, second.x0) > 0
+    return stacked and gap >= -0.5 * second.font_size
+
+
+def _centred_pair(first: Block, second: Block) -> bool:
+    """Two lines of one centred title: single lines of different widths on one centre
+    ("Chapter 5: Negotiating the Balance of Religious Freedom" / "and Equal Rights"). The
+    lines of justified text share a centre too, but also their width."""
+    return (
+        first.n_lines == 1
+        and second.n_lines == 1
+        and abs((first.x0 + first.x1) - (second.x0 + second.x1)) < 4
+        and abs((first.x1 - first.x0) - (second.x1 - second.x0)) > 2 * second.font_size
+    )
+
+
+def _absorb(upper: Block, lower: Block) -> None:
+    """``lower``'s lines become the last lines of ``upper``."""
+    upper.text = f"{upper.text} {lower.text}"
+    upper.x0, upper.x1 = min(upper.x0, lower.x0), max(upper.x1, lower.x1)
+    upper.y1 = lower.y1
+    upper.n_lines += lower.n_lines
+
+
+def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
+    """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
+    and body-size single lines of one style where the first is visibly unfinished."""
+    joined: list[Block] = []
+    for b in blocks:
+        prev = joined[-1] if joined else None
+        centred = prev is not None and _centred_pair(prev, b)
+        if (
+            prev is not None
+            and prev.kind == TEXT == b.kind
+            and prev.page == b.page
+            and (prev.font_size, prev.bold, prev.italic) == (b.font_size, b.bold, b.italic)
+            and font_family(prev.font) == font_family(b.font)
+            and (
+                b.font_size >= body.font_size + 2
+                or _unfinished(prev, b)
+                or _hanging(prev, b)
+                or centred
+            )
+            and prev.n_lines + b.n_lines <= 4
+            and _next_line_below(prev, b)
+            and not prev.text.rstrip().endswith((".", "!", "?"))
+        ):
+            if centred:
+                prev.extra["centred"] = True  # its lines share a centre: see _centred
+            _absorb(prev, b)
+        else:
+            joined.append(b)
+    return joined
+
+
+def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
+    """Refine "text" blocks in place: header/footer, caption, list, title (candidate)."""
+    mark_headers_footers(blocks, n_pages)
+    body = body_style(blocks)
+    blocks[:] = join_split_headings(blocks, body)
+    _space_below_furniture(blocks)
+    columns = _text_columns(blocks, body)
+    toc_pages = _contents_pages(blocks)
+    labels = _recurring_labels(blocks)
+    cells = _table_cells(blocks)
+    front = _front_matter_pages(blocks, body, toc_pages)
+    small_print = _small_print_pages(blocks, body)
+    small_columns = _small_print_columns(blocks, small_print)
+    for b in blocks:
+        if b.kind != TEXT:
+            continue
+        text = b.text.strip()
+        if _CAPTION.match(text) and len(text) < 500:
+            b.kind = CAPTION
+        elif (
+            _BULLET.match(text)
+            and not (b.bold or b.font_size > body.font_size + 0.5)
+            and not _labelled_heading(b, text, body, columns, labels)
+        ):
+            b.kind = LIST
+        elif b.page in small_print and _small_print_heading(b, small_print[b.page], small_columns):
+            b.kind = TITLE
+        elif (
+            b.n_lines <= 4
+            and is_title_shaped(text)
+            and _stands_out(b, body, columns, labels)
+            and not (
+                b.page in toc_pages and (_ends_with_page(text) or _STARTS_WITH_PAGE.match(text))
+            )
+        ):
+            b.kind = TITLE
+            if id(b) in cells:  # a candidate still (its style's statistics count it), never
+                b.extra[NEVER_HEADING] = "table cell"  # a heading: see resolve_headings
+            if b.page in front:
+                b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
+    _mark_contents_entries(blocks, toc_pages)
+    _mark_run_in_terms(blocks)
+    blocks[:] = _join_caption_titles(blocks)
+    return body
+
+
+def _blocks_by_page(blocks: list[Block], kinds: tuple[str, ...]) -> dict[int, list[Block]]:
+    """The blocks of the given kinds, page by page, in document order."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind in kinds:
+            by_page[b.page].append(b)
+    return by_page
+
+
+def _mark_run_in_terms(blocks: list[Block]) -> None:
+    """A title candidate whose line goes on in another block ("MP3" + "(MPEG-1 Audio Layer
+    3) is a digital audio encoding …" in a glossary, a bold lead-in before its sentence) is a
+    run-in term: still a candidate (its style's statistics count it), never a heading (see
+    sections.resolve_headings). A heading's line holds nothing else."""
+    for page_blocks in _blocks_by_page(blocks, (TEXT, TITLE)).values():
+        texts = [t for t in page_blocks if t.kind == TEXT]
+        for b in page_blocks:
+            if b.kind != TITLE or b.n_lines != 1:
+                continue
+            if any(
+                abs(t.y0 - b.y0) < 0.5 * b.font_size
+                and t.x1 > b.x1 + 2 * b.font_size
+                and t.x0 < b.x1 + 3 * b.font_size
+                and _LETTERS.search(t.text)
+                for t in texts
+            ):
+                b.extra[NEVER_HEADING] = "run-in term"
+
+
+def _join_caption_titles(blocks: list[Block]) -> list[Block]:
+    """A caption label on a line of its own ("Table 2.1") takes the title candidate set right
+    under it ("INDEX OF DEMOCRACY"): the table's title, not a section."""
+    joined: list[Block] = []
+    for b in blocks:
+        prev = joined[-1] if joined else None
+        if (
+            prev is not None
+            and prev.kind == CAPTION
+            and b.kind == TITLE
+            and prev.page == b.page
+            and _CAPTION_LABEL.match(prev.text.strip())
+            and 0 <= b.y0 - prev.y1 < prev.font_size
+        ):
+            _absorb(prev, b)
+        else:
+            joined.append(b)
+    return joined
+
+
+def _mark_contents_entries(blocks: list[Block], toc_pages: set[int], within: int = 3) -> None:
+    """On the book's contents (the first run of contents pages in its first 30 pages, and
+    runs that start within ``within`` pages of it: a list of figures), the title candidates
+    set smaller than the contents' own heading are its entries ("Preface", "Part I:"), not
+    sections; they are flagged like front matter. The heading ("Contents", "List of Maps")
+    and any as large stay."""
+    pages = sorted(p for p in toc_pages if p <= 30)
+    if not pages:
+        return
+    runs: list[list[int]] = [[pages[0]]]
+    for page in pages[1:]:
+        if page == runs[-1][-1] + 1:
+            runs[-1].append(page)
+        elif page - runs[-1][-1] <= within:
+            runs.append([page])
+        else:
+            break
+    titles = [b for b in blocks if b.kind == TITLE]
+    for run in runs:
+        on_run = [b for b in titles if run[0] <= b.page <= run[-1]]
+        heads = [b for b in on_run if b.page == run[0]]
+        if not heads:
+            continue
+        size = heads[0].font_size
+        for b in on_run:
+            if b.font_size < size - 0.25:
+                b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
+
+
+def _small_print_pages(blocks: list[Block], body: BodyStyle) -> dict[int, BodyStyle]:
+    """Pages of running text set smaller than the body (an appendix or the notes in small
+    type): at least 800 characters in blocks of 3 or more lines at one smaller size, and no
+    such block at body size. Returns each page's own body style (its text size)."""
+    sizes: dict[int, Counter] = defaultdict(Counter)
+    at_body: set[int] = set()
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines >= 3 and not b.mono:
+            if abs(b.font_size - body.font_size) < 0.6:
+                at_body.add(b.page)
+            sizes[b.page][round(b.font_size * 2) / 2] += len(b.text)
+    small: dict[int, BodyStyle] = {}
+    for page, by_size in sizes.items():
+        size, chars = by_size.most_common(1)[0]
+        if page not in at_body and size <= body.font_size - 0.5 and chars >= 800:
+            small[page] = BodyStyle(size, body.bold, body.family, body.paragraph_gap)
+    return small
+
+
+def _small_print_columns(
+    blocks: list[Block], small_print: dict[int, BodyStyle]
+) -> dict[int, tuple[float, float]]:
+    """The text's left and right edges on small-print pages, from their own text size."""
+    if not small_print:
+        return {}
+    by_page = _blocks_by_page(blocks, (TEXT,))
+    edges: dict[int, tuple[float, float]] = {}
+    for page, local in small_print.items():
+        edges |= _text_columns(by_page[page], local)
+    return edges
+
+
+def _small_print_heading(b: Block, local: BodyStyle, columns: dict) -> bool:
+    """On a small-print page, a heading is one line set apart from the text above it, in
+    capitals or centred, at most a point smaller than that text: "1. THE URGENCY OF
+    ADVANCING EQUALITY" over the notes of chapter 1."""
+    text = b.text.strip()
+    return (
+        b.n_lines == 1
+        and is_title_shaped(text)
+        and not text.endswith((".", ",", ";", ":"))
+        and b.font_size >= local.font_size - 1.1
+        and b.space_above >= max(local.paragraph_gap, 0.5 * b.font_size) + 0.5 * b.font_size
+        and ((text.isupper() and sum(c.isalpha() for c in text) >= 6) or _centred(b, columns))
+    )
+
+
+def _labelled_heading(
+    b: Block, text: str, body: BodyStyle, columns: dict[int, tuple[float, float]], labels: set
+) -> bool:
+    """A line that starts like a list item, "a) Push Factors" or "(1) Patent Cooperation
+    Treaty", but is set apart as a heading: one line, a letter or number label (not a bullet
+    symbol), no closing punctuation, standing out from the text around it (list items sit
+    in the flow, one under the other)."""
+    return (
+        b.n_lines == 1
+        and _ENUM_LABEL.match(text) is not None
+        and not text.rstrip().endswith((".", ",", ";", ":"))
+        and is_title_shaped(text)
+        and _stands_out(b, body, columns, labels)
+    )
+
+
+def _front_matter_pages(blocks: list[Block], body: BodyStyle, toc_pages: set[int]) -> set[int]:
+    """Sparse pages before the table of contents that carry no running text (no body-size
+    block of 3 or more lines, at most ``_FRONT_BLOCKS`` blocks): half title, series page,
+    title page, dedication. Their large lines are the book's title, authors and publisher,
+    not sections. (A manual's dense instruction pages before its contents are not.)"""
+    if not toc_pages or min(toc_pages) > 20:
+        return set()
+    first_toc = min(toc_pages)
+    prose = {
+        b.page
+        for b in blocks
+        if b.kind == TEXT and b.n_lines >= 3 and abs(b.font_size - body.font_size) < 0.6
+    }
+    count = Counter(b.page for b in blocks if b.kind not in (HEADER, FOOTER))
+    return {
+        page
+        for page, n in count.items()
+        if page < first_toc and page not in prose and n <= _FRONT_BLOCKS
+    }
+
+
+def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
+    """Ids of the one-line text blocks that sit side by side with another one-line block on
+    the same line, on pages with at least ``min_rows`` such lines: the cells of a table
+    drawn without vertical rules ("Berlin Mandate | 28 Mar–7 Apr 1995"), which the ruled-table
+    step does not see. A heading has no text beside it; two-column prose pairs multi-line
+    paragraphs, not single lines."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines == 1:
+            by_page[b.page].append(b)
+    cells: set[int] = set()
+    for line_blocks in by_page.values():
+        line_blocks.sort(key=lambda b: b.y0)
+        paired: set[int] = set()
+        rows = 0
+        for i, b in enumerate(line_blocks):
+            beside = False
+            for o in line_blocks[i + 1 :]:
+                if o.y0 > b.y0 + 2:
+                    break
+                left, right = (b, o) if b.x0 < o.x0 else (o, b)
+                if abs(o.y1 - b.y1) > 2 or right.x0 < left.x1:
+                    continue
+                if _SECTION_LABEL.match(left.text.strip()) and right.x0 - left.x1 < 40:
+                    continue  # a heading's number set apart from its title: "2   Methods"
+                paired.update((id(b), id(o)))
+                beside = True
+            rows += beside
+        if rows >= min_rows:
+            cells |= paired
+    return cells
+
+
+def _space_below_furniture(blocks: list[Block]) -> None:
+    """White space above each block measured again without the running headers and footers:
+    the first line under a running header starts the text area, and the header's distance
+    is no evidence that it sits in the flow of the text (an italic "B. The Patent" at the top
+    of a page was taken for emphasis). Pages without a header or footer keep their values."""
+    by_page: dict[int, list[Block]] = defaultdict(list)
+    furnished: set[int] = set()
+    for b in blocks:
+        if b.kind in (HEADER, FOOTER):
+            furnished.add(b.page)
+        else:
+            by_page[b.page].append(b)
+    for page in furnished:
+        measure_space_above(by_page[page])
+
+
+def _ends_with_page(text: str) -> bool:
+    """A line ending in a page number ("Introduction .... 12"), in the last 100 characters.
+    The last character is checked first: the pattern's backtracking is the costly part."""
+    tail = text[-100:]
+    return tail.rstrip("\n")[-1:] in _PAGE_TAIL and _ENDS_WITH_PAGE.search(tail) is not None
+
+
+def _recurring_labels(blocks: list[Block], times: int = 8) -> set[str]:
+    """Short texts printed again and again ("KEY INDICATORS" in every country profile):
+    box labels, not section titles."""
+    counts = Counter(b.text for b in blocks if b.kind == TEXT and len(b.text) < 60)
+    return {text for text, n in counts.items() if n >= times}
+
+
+def _contents_pages(blocks: list[Block]) -> set[int]:
+    """Pages of a table of contents (or an index): many lines end with a page number, or,
+    in the front matter, start with one, or have one set apart at the right, level with the
+    entry's last line."""
+    last_page = max((b.page for b in blocks), default=0)
+    per_page: Counter = Counter(
+        b.page
+        for b in blocks
+        if b.kind == TEXT
+        and (
+            _ends_with_page(b.text)
+            or (b.page <= max(20, last_page // 10) and _STARTS_WITH_PAGE.match(b.text))
+        )
+    )
+    # Page numbers set apart at the right, on the line of the entry they belong to.
+    for page, page_blocks in _blocks_by_page(blocks, (TEXT,)).items():
+        if len(page_blocks) > _MAX_CONTENTS_BLOCKS:
+            continue  # a page of table cells, not a contents page (and quadratic below)
+        numbers = [b for b in page_blocks if b.n_lines == 1 and _PAGE_NUMBER.match(b.text.strip())]
+        beside = sorted(
+            (n for n in numbers if _number_beside_entry(n, page_blocks)), key=lambda n: n.y0
+        )
+        arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
+        if arabic == sorted(arabic):  # a contents' page numbers only grow down the page
+            per_page[page] += len(beside)
+    found = {page for page, n in per_page.items() if n >= 4}
+    # The book's contents (in its first 30 pages) may end on a page of a few entries.
+    return found | {
+        page + 1
+        for page in found
+        if page <= 30 and page + 1 not in found and per_page[page + 1] >= 2
+    }
+
+
+def _number_beside_entry(number: Block, page_blocks: list[Block]) -> bool:
+    """A page number at the right end of its line, whose neighbour on the left is words (an
+    entry's last line), not another figure (a table's row)."""
+    line = [e for e in page_blocks if e is not number and -2 <= number.y1 - e.y1 <= 1]
+    if any(e.x0 > number.x1 for e in line):
+        return False
+    left = [e for e in line if e.x1 < number.x0]
+    if not left:
+        return False
+    nearest = max(left, key=lambda e: e.x1)
+    return sum(c.isalpha() for c in nearest.text) >= 3
+
+
+def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
+    """Per page, the left and right edges of the body text (multi-line body blocks)."""
+    edges: dict[int, tuple[float, float]] = {}
+    for b in blocks:
+        if b.kind == TEXT and b.n_lines >= 2 and abs(b.font_size - body.font_size) < 0.6:
+            left, right = edges.get(b.page, (b.x0, b.x1))
+            edges[b.page] = (min(left, b.x0), max(right, b.x1))
+    return edges
+
+
+def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:
+    """Centred in the text column, and narrower than it. A title joined from lines of
+    different widths on one centre (``_centred_pair``) shows it is centred however wide."""
+    if b.page not in columns:
+        return False
+    left, right = columns[b.page]
+    width = right - left
+    joined = bool(b.extra.get("centred"))
+    return (
+        b.x1 - b.x0 < (0.95 if joined else 0.8) * width
+        and abs((b.x0 + b.x1) / 2 - (left + right) / 2) < 0.04 * width
+        and (joined or b.x0 > left + 0.08 * width)
+    )
+
+
+def _stands_out(
+    b: Block, body: BodyStyle, columns: dict[int, tuple[float, float]], labels: set[str]
+) -> bool:
+    """Typographic evidence that a block is set apart from body text."""
+    if b.font_size >= body.font_size + 0.9:
+        return True
+    if b.font_size < body.font_size - 1.6 or b.mono:
+        return False  # notes; code and commands in a fixed-pitch face
+    numbered = _SECTION_NUMBER.match(b.text) is not None
+    numbered_head = numbered or _NUMBERED_HEAD.match(b.text) is not None
+    # Set in the flow of the text, with no more space than a paragraph gets: emphasis, unless
+    # it is a bold numbered line ("3. Study Design").
+    in_flow = b.space_above < max(0.5 * b.font_size, body.paragraph_gap + 0.25 * b.font_size)
+    # A one-line italic or bold label ending in a colon heads the list below it ("Europe:").
+    label = (b.italic or b.bold) and b.n_lines == 1 and b.text.endswith(":") and len(b.text) < 60
+    if in_flow and not (b.bold and numbered_head and b.n_lines <= 2) and not label:
+        return False
+    if b.bold and not body.bold:
+        return True
+    words = b.text.split()
+    # Italic, capitals or another typeface at body size count only when short and not
+    # sentence-like: such lines are often emphasis inside the text.
+    centred = _centred(b, columns)
+    # A centred title may run longer: running text is not centred.
+    short = (len(words) <= 12 or (centred and len(words) <= 25)) and not b.text.rstrip().endswith(
+        "."
+    )
+    other_face = font_family(b.font) != body.family
+    if b.font_size < body.font_size - 0.4 and not (b.text.isupper() and b.text not in labels):
+        # Smaller than the text: notes, labels, table cells (small capitals aside), except an
+        # apparatus heading ("Notes") set apart in its own face above the notes it heads.
+        return bool(_APPARATUS.match(b.text.strip())) and (b.bold or b.italic or other_face)
+    # Capitals ending in a colon are a run-in label ("SETTINGS:"), not a heading.
+    caps = b.text.isupper() and sum(c.isalpha() for c in b.text) >= 4 and not b.text.endswith(":")
+    # A numbered line in the text face, one line, set apart above: "1. The Patent
+    # Reexamination Board" (list items sit in the flow, or run on, or end in a stop).
+    plain_numbered = (
+        numbered_head
+        and b.n_lines == 1
+        and len(words) <= 10
+        and not b.text.rstrip().endswith((":", ",", ";"))
+        and b.page in columns
+        and b.x1 < columns[b.page][1] - 0.1 * (columns[b.page][1] - columns[b.page][0])
+    )  # and it stops well short of the right margin: not a wrapped item's first line
+    cue = b.italic or caps or other_face or numbered or centred or plain_numbered
+    return short and b.n_lines <= 2 and cue

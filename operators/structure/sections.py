@@ -1,0 +1,626 @@
+"""Section filtering: every title candidate gets a heading level, or is declared not a title.
+
+One interface, several deciders. ``SectionFilter.decide(candidates, context)`` returns one
+``Decision`` per candidate (a level ≥ 1, or None for "not a title") plus headings that the
+outline names but no candidate carries. Deciders here:
+
+* ``LayoutSectionFilter``: typography only. Candidates are grouped into style clusters (font
+  size, bold, italic, capitals); clusters that read like prose or crowd pages are false titles;
+  the rest get levels by prominence, refined by numbering such as "2.3.1".
+* ``OutlineSectionFilter``: the PDF outline gives the upper levels; its entries are located in
+  the text, the styles they are set in are learned, and less prominent title styles supply the
+  deeper levels that bookmarks usually omit.
+
+An LLM-based refiner (BookRAG §4.2.2) implements the same ``decide`` and can wrap either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Protocol
+
+from operators.parsing.parse import TEXT, Block, font_family
+from operators.structure.blocks import NEVER_HEADING, TITLE, BodyStyle
+
+MAX_LEVEL = 6
+CONTINUES = "continues the title above"
+_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?(\s+\S|(?=[A-Z][a-z]))")
+_WORD_NUMBERED = re.compile(
+    r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
+)
+_LABEL_ONLY = re.compile(
+    r"^(chapter|part|section|appendix|annex|book)\s+([0-9]+|[ivxlc]+|[a-z]|[a-z]+)$", re.I
+)
+# A label set on a line of its own with its number on the next ("CHAPTER" / "ONE").
+_BARE_LABEL = re.compile(r"^(chapter|part|section|appendix|annex|book)$", re.I)
+_UNITS = "one|two|three|four|five|six|seven|eight|nine"
+_LABEL_NUMBER = re.compile(
+    rf"^([0-9]{{1,3}}|[ivxlc]{{1,6}}|[a-z]|{_UNITS}|ten|eleven|twelve"
+    r"|(thir|four|fif|six|seven|eigh|nine)teen"
+    rf"|(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)([\s-]?({_UNITS}))?)$",
+    re.I,
+)
+_ROMAN = re.compile(r"^[IVXL]{1,5}\.\s+\S")
+_SUBSECTION = re.compile(r"^\d{1,2}(\.\d{1,2}){1,4}\.?\s+[A-Z]")  # "2.1 Title", "3.2.1. Title"
+# Bookmarks that name a page of the printed object rather than a section of its text
+# ("Cover", "Half Title", "Copyright Page"), or a production file name ("9780415792219c06").
+_FURNITURE = re.compile(
+    r"^(front\s+)?(cover|half[\s-]*title|title|title\s+page|series(\s+page)?|copyright"
+    r"(\s+page)?|imprint|dedication|frontispiece|table\s+of\s+contents|contents)(\s+page)?$",
+    re.I,
+)
+_FILE_NAME = re.compile(r"^(?=\S*(_|\d{5}))[\w.-]{8,}$")
+
+
+@dataclass
+class Candidate:
+    """A title candidate as a decider sees it: text, where it is, how it is set."""
+
+    index: int  # position of the block in the document's block list
+    text: str
+    page: int
+    font_size: float
+    bold: bool
+    italic: bool
+    n_lines: int
+    y0: float
+    family: str = ""
+
+    @property
+    def caps(self) -> bool:
+        return self.text.isupper()
+
+    @property
+    def style(self) -> tuple:
+        return (round(self.font_size * 2) / 2, self.bold, self.italic, self.caps, self.family)
+
+
+@dataclass
+class Decision:
+    level: int | None  # None: not a title
+    reason: str
+
+
+@dataclass
+class OutlineHeading:
+    """An outline entry that no block carries; it becomes a section at the top of its page."""
+
+    level: int
+    title: str
+    page: int
+
+
+@dataclass
+class SectionContext:
+    body: BodyStyle
+    n_pages: int
+    outline: list[tuple[int, str, int]] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class SectionDecisions:
+    decisions: list[Decision]
+    outline_only: list[OutlineHeading] = field(default_factory=list)
+    promoted: dict[int, Decision] = field(default_factory=dict)  # non-candidate blocks → level
+
+
+class SectionFilter(Protocol):
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        """One decision per candidate, in the same order."""
+        ...
+
+
+def numbering_depth(text: str) -> int | None:
+    """Depth of a heading's numbering: "2" → 1, "2.3.1" → 3, "Chapter 4" → 1; else None."""
+    match = _NUMBERED.match(text)
+    if match:
+        return match.group(1).count(".") + 1
+    if _WORD_NUMBERED.match(text) or _ROMAN.match(text):
+        return 1
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def normalise_title(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = re.sub(r"[^\w\s]", " ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def title_similarity(a: str, b: str, above: float = 0.0) -> float:
+    """1.0 for equal normalised titles, 0.9 when one starts the other (and is ≥ 60 % of
+    it), else difflib's ratio, 0.0 below 0.6. With ``above``, a pair whose ratio cannot
+    exceed it scores 0.0 without the full comparison (for callers that only want a match
+    better than ``above``: the upper bounds decide, and the answer they need is the same)."""
+    na, nb = normalise_title(a), normalise_title(b)
+    if not na or not nb:
+        return 0.0
+    if na == nb:
+        return 1.0
+    short, long_ = sorted((na, nb), key=len)
+    if long_.startswith(short) and len(short) >= 0.6 * len(long_):
+        return 0.9
+    floor = max(0.6, above)
+    if 2 * len(short) < floor * (len(short) + len(long_)):
+        return 0.0  # real_quick_ratio's bound, without building the matcher
+    matcher = SequenceMatcher(None, na, nb, autojunk=False)
+    bound = matcher.quick_ratio()
+    if bound < 0.6 or bound <= above:
+        return 0.0  # an upper bound already too low to match: skip the full comparison
+    return matcher.ratio()
+
+
+def _prominence(style: tuple) -> tuple:
+    size, bold, italic, caps = style[:4]
+    return (size, bold, caps, not italic)
+
+
+def _is_prose_cluster(members: list[Candidate]) -> bool:
+    """A style used for sentences, or several times on a page, is emphasis, not a level."""
+    numbered = sum(numbering_depth(c.text) is not None for c in members)
+    if numbered >= 0.6 * len(members):
+        return False
+    words = sum(len(c.text.split()) for c in members) / len(members)
+    sentences = sum(c.text.rstrip().endswith((".", ",", ";")) for c in members) / len(members)
+    pages = Counter(c.page for c in members)
+    crowded = len(members) / max(len(pages), 1) > 3.0
+    return words > 14 or sentences > 0.5 or crowded
+
+
+def _merge_split_titles(candidates: list[Candidate], blocks: list[Block]) -> dict[int, int]:
+    """Consecutive candidates that form one title (a title over two styles, or a subtitle).
+
+    Returns follower position → leader position (positions in ``candidates``).
+    """
+    merged: dict[int, int] = {}
+    group_text: dict[int, str] = {}  # leader position → its text and its followers' so far
+    for i in range(1, len(candidates)):
+        prev, cur = candidates[i - 1], candidates[i]
+        if cur.page != prev.page or cur.index != prev.index + 1:
+            continue
+        leader = merged.get(i - 1, i - 1)
+        head = candidates[leader]
+        gap = cur.y0 - blocks[prev.index].y1
+        so_far = group_text.get(leader, head.text.strip())
+        bare_label = (
+            leader == i - 1
+            and _BARE_LABEL.match(so_far) is not None
+            and _LABEL_NUMBER.match(cur.text.strip()) is not None
+        )
+        label_only = _LABEL_ONLY.match(so_far) is not None and (
+            leader == i - 1 or _BARE_LABEL.match(head.text.strip()) is not None
+        )
+        subtitle = (
+            gap < 0.6 * prev.font_size
+            and cur.font_size < head.font_size
+            and cur.font_size >= 0.55 * head.font_size
+            and numbering_depth(cur.text) is None
+        )
+        if subtitle or ((bare_label or label_only) and gap < 4 * prev.font_size):
+            merged[i] = leader
+            group_text[leader] = f"{so_far} {cur.text.strip()}"
+    return merged
+
+
+def _label_heads(candidates: list[Candidate], merged: dict[int, int]) -> dict[int, Candidate]:
+    """A label ("CHAPTER", "CHAPTER 1") heading a merged title takes the style of the
+    group's most prominent line ("ONE", "PREREQUISITES", the title under "CHAPTER 1") for
+    clustering: the label's often smaller type, shared with other one-line labels, would
+    otherwise rank a chapter below its sections."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for follower, leader in merged.items():
+        groups[leader].append(follower)
+    heads: dict[int, Candidate] = {}
+    for leader, followers in groups.items():
+        head = candidates[leader]
+        if not (_BARE_LABEL.match(head.text.strip()) or _LABEL_ONLY.match(head.text.strip())):
+            continue
+        members = [candidates[i] for i in followers]
+        top = max(members, key=lambda c: _prominence(c.style))
+        if _prominence(top.style) > _prominence(head.style):
+            heads[leader] = dataclasses.replace(
+                top, index=head.index, text=" ".join([head.text, *(c.text for c in members)])
+            )
+    return heads
+
+
+def _numbered_subsections(candidates: list[Candidate], members: list[int]) -> list[int]:
+    """In a style that is mostly run-in emphasis ("Rung 1 ("seeing")." opening a paragraph),
+    the lines numbered "2.1 Title" with no closing full stop are still subsection headings
+    (a paper sets both in bold at text size). At least two of them."""
+    numbered = [
+        i
+        for i in members
+        if _SUBSECTION.match(candidates[i].text) and not candidates[i].text.rstrip().endswith(".")
+    ]
+    return numbered if len(numbered) >= 2 else []
+
+
+def _numbered_level(candidate: Candidate, style_level: int, style_depth: int | None) -> int:
+    """In a numbered style ("1.1 …" and "1.1.1 …" set alike), a heading numbered deeper or
+    shallower than the style's usual depth sits that many levels below or above it."""
+    depth = numbering_depth(candidate.text) if style_depth is not None else None
+    if depth is None:
+        return style_level
+    return max(1, min(style_level + depth - style_depth, MAX_LEVEL))
+
+
+class LayoutSectionFilter:
+    """Levels from typography and numbering alone."""
+
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        decisions = [Decision(None, "unset") for _ in candidates]
+        merged = _merge_split_titles(candidates, context.blocks)
+        for follower in merged:
+            decisions[follower] = Decision(None, CONTINUES)
+        heads = [i for i in range(len(candidates)) if i not in merged]
+        self._drop_cover_title(candidates, heads, decisions, context.blocks)
+        heads = [i for i in heads if decisions[i].reason == "unset"]
+        candidates = list(candidates)
+        for i, labelled in _label_heads(candidates, merged).items():
+            candidates[i] = labelled
+        clusters: dict[tuple, list[int]] = defaultdict(list)
+        for i in heads:
+            clusters[candidates[i].style].append(i)
+        kept: list[tuple] = []
+        for style, members in list(clusters.items()):
+            if _is_prose_cluster([candidates[i] for i in members]):
+                for i in members:
+                    decisions[i] = Decision(None, "style used for prose or emphasis")
+                subsections = _numbered_subsections(candidates, members)
+                if subsections:
+                    clusters[(*style, "numbered")] = subsections
+                    kept.append((*style, "numbered"))
+            else:
+                kept.append(style)
+        kept = self._drop_bylines(kept, clusters, candidates, decisions)
+        levels, depth_of = self._style_levels(kept, clusters, candidates)
+        for style in kept:
+            for i in clusters[style]:
+                if context.blocks and context.blocks[candidates[i].index].extra.get("front_matter"):
+                    decisions[i] = Decision(None, "front matter before the contents")
+                else:
+                    decisions[i] = Decision(
+                        _numbered_level(candidates[i], levels[style], depth_of.get(style)),
+                        f"style {style}",
+                    )
+        return SectionDecisions(decisions=decisions)
+
+    @staticmethod
+    def _drop_bylines(
+        kept: list[tuple],
+        clusters: dict[tuple, list[int]],
+        candidates: list[Candidate],
+        decisions: list[Decision],
+    ) -> list[tuple]:
+        """A style that only ever appears right under a heading of a more prominent style
+        (authors' names under chapter titles) is not a level of its own: at least 3 members,
+        and on 80 % of the pages it is on, a member is the next candidate after such a
+        heading (or its subtitle), within 3 blocks."""
+        dropped: set[tuple] = set()
+        for style in kept:
+            members = clusters[style]
+            above = {
+                candidates[i].index
+                for s in kept
+                if _prominence(s) > _prominence(style)
+                for i in clusters[s]
+            }
+            under_pages: set[int] = set()
+            for i in members:
+                head = i - 1  # the heading above, its subtitle (a continuation) skipped
+                while head >= 0 and decisions[head].reason == CONTINUES:
+                    head -= 1
+                cand = candidates[i]
+                if (
+                    head >= 0
+                    and candidates[head].index in above
+                    and candidates[head].page == cand.page
+                    and cand.index - candidates[i - 1].index <= 3
+                ):
+                    under_pages.add(cand.page)
+            # Counted by pages: a list of contributors (many names on one page) is one
+            # exception, not many.
+            pages = {candidates[i].page for i in members}
+            if len(members) >= 3 and len(under_pages) >= 0.8 * len(pages):
+                dropped.add(style)
+                for i in members:
+                    decisions[i] = Decision(None, "byline under a heading")
+        return [s for s in kept if s not in dropped]
+
+    @staticmethod
+    def _drop_cover_title(
+        candidates: list[Candidate],
+        heads: list[int],
+        decisions: list[Decision],
+        blocks: list[Block],
+    ) -> None:
+        """The largest text on the first pages, in a style used nowhere else, is the
+        document's title; everything on a title page (no running text) is front matter."""
+        if not heads:
+            return
+        biggest = max(candidates[i].font_size for i in heads)
+        style_count = Counter(candidates[i].style for i in heads)
+        first_page = min(b.page for b in blocks) if blocks else 1
+        cover = (
+            first_page
+            if not any(b.page == first_page and b.kind == TEXT and b.n_lines >= 3 for b in blocks)
+            else None
+        )
+        for i in heads:
+            c = candidates[i]
+            if c.page <= 2 and c.font_size == biggest and style_count[c.style] <= 2:
+                decisions[i] = Decision(None, "document title")
+            elif c.page == cover:
+                decisions[i] = Decision(None, "title page")
+
+    @staticmethod
+    def _style_levels(
+        kept: list[tuple], clusters: dict[tuple, list[int]], candidates: list[Candidate]
+    ) -> tuple[dict[tuple, int], dict[tuple, int]]:
+        """Levels by prominence; numbered clusters take the depth their numbering shows.
+        Returns the level of each style and the usual numbering depth of the numbered ones."""
+        ordered = sorted(kept, key=_prominence, reverse=True)
+        levels: dict[tuple, int] = {}
+        depth_of: dict[tuple, int] = {}
+        for style in ordered:
+            depths = [numbering_depth(candidates[i].text) for i in clusters[style]]
+            numbered = [d for d in depths if d is not None]
+            if len(numbered) >= 0.6 * len(depths) and len(numbered) >= 2:
+                depth_of[style] = Counter(numbered).most_common(1)[0][0]
+        level = 0
+        for style in ordered:
+            if len(clusters[style]) <= 2 and style not in depth_of:
+                # A style met once or twice (a cover line, a one-off display head) sits
+                # below the styles above it but does not push the recurring ones down.
+                levels[style] = min(level + 1, MAX_LEVEL)
+                continue
+            level = max(level + 1, depth_of.get(style, 0))
+            levels[style] = min(level, MAX_LEVEL)
+        return levels, depth_of
+
+
+class OutlineSectionFilter:
+    """Outline entries give the upper levels; layout styles below them give the rest."""
+
+    def __init__(self, min_similarity: float = 0.8) -> None:
+        self.min_similarity = min_similarity
+        self.layout = LayoutSectionFilter()
+
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        outline = [e for e in context.outline if e[1].strip()]
+        if len(outline) < 2:
+            return self.layout.decide(candidates, context)
+        by_block = {c.index: pos for pos, c in enumerate(candidates)}
+        decisions = [Decision(None, "unset") for _ in candidates]
+        promoted: dict[int, Decision] = {}
+        outline_only: list[OutlineHeading] = []
+        style_votes: dict[tuple, Counter] = defaultdict(Counter)
+        used: set[int] = set()
+        by_page: dict[int, list[int]] = defaultdict(list)
+        for i, b in enumerate(context.blocks):
+            if b.kind in (TITLE, TEXT):
+                by_page[b.page].append(i)
+        for level, title, page in outline:
+            index = self._locate(title, page, context.blocks, by_page, used)
+            if index is None:
+                if not _is_furniture(title):
+                    outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
+                continue
+            used.add(index)
+            decision = Decision(min(level, MAX_LEVEL), "outline entry")
+            if index in by_block:
+                pos = by_block[index]
+                decisions[pos] = decision
+                style_votes[candidates[pos].style][level] += 1
+            else:
+                promoted[index] = decision
+        self._deeper_levels(candidates, context, decisions, style_votes, outline)
+        return SectionDecisions(decisions=decisions, outline_only=outline_only, promoted=promoted)
+
+    def _locate(
+        self,
+        title: str,
+        page: int,
+        blocks: list[Block],
+        by_page: dict[int, list[int]],
+        used: set[int],
+    ) -> int | None:
+        """The block on the entry's page (±1) whose text starts most like the entry."""
+        best, best_score = None, self.min_similarity
+        near = by_page.get(page, []) + by_page.get(page - 1, []) + by_page.get(page + 1, [])
+        for i in near:
+            b = blocks[i]
+            if i in used:
+                continue
+            penalty = 0.05 * abs(b.page - page)
+            # only a score above best_score + penalty can win (1e-9: never skip a tie-breaker)
+            score = title_similarity(title, b.text[: len(title) + 40], best_score + penalty - 1e-9)
+            score -= penalty
+            if score > best_score:
+                best, best_score = i, score
+        return best
+
+    def _deeper_levels(
+        self,
+        candidates: list[Candidate],
+        context: SectionContext,
+        decisions: list[Decision],
+        style_votes: dict[tuple, Counter],
+        outline: list[tuple[int, str, int]],
+    ) -> None:
+        """Unmatched candidates in styles less prominent than every outline style."""
+        rest = [i for i, d in enumerate(decisions) if d.reason == "unset"]
+        if not rest:
+            return
+        layout = self.layout.decide([candidates[i] for i in rest], context)
+        outline_styles = [s for s, votes in style_votes.items() if sum(votes.values()) >= 1]
+        deepest = max(level for level, _, _ in outline)
+        located = [
+            candidates[i].page for i, d in enumerate(decisions) if d.reason == "outline entry"
+        ]
+        first_page, last_page = (min(located), max(located)) if located else (0, 10**9)
+        floor = min((_prominence(s) for s in outline_styles), default=None)
+        below = [
+            pos
+            for pos, i in enumerate(rest)
+            if layout.decisions[pos].level is not None
+            and (floor is None or _prominence(candidates[i].style) < floor)
+        ]
+        below = self._drop_bylines(below, rest, candidates, decisions, context.blocks)
+        deeper_levels = sorted({layout.decisions[pos].level for pos in below})
+        depth_levels = self._numbering_levels(candidates, decisions)
+        for pos, i in enumerate(rest):
+            d = layout.decisions[pos]
+            depth = numbering_depth(candidates[i].text)
+            dotted = depth is not None and depth >= 2  # "7" alone may be a note or list item
+            if d.level is not None and dotted and depth_levels:
+                # Numbered like the outline's entries: "2.5.1" sits below the outline's "2.5".
+                deepest_known = max(depth_levels)
+                level = depth_levels.get(depth, depth_levels[deepest_known] + depth - deepest_known)
+                if depth > min(depth_levels):
+                    decisions[i] = Decision(min(level, MAX_LEVEL), "numbered below the outline")
+                    continue
+            style_level = style_votes.get(candidates[i].style)
+            outside = candidates[i].page < first_page or candidates[i].page > last_page
+            if d.level is None:
+                decisions[i] = d
+            elif pos not in below and style_level and outside:
+                # Bookmarks often start at chapter 1 and stop before the back matter; a
+                # heading set like the chapters outside that span is front or back matter.
+                level = style_level.most_common(1)[0][0]
+                decisions[i] = Decision(level, "front or back matter in an outline style")
+            elif pos not in below:
+                decisions[i] = Decision(None, "outline-level style the outline does not list")
+            else:
+                depth = deeper_levels.index(d.level) + 1
+                decisions[i] = Decision(min(deepest + depth, MAX_LEVEL), "below the outline")
+
+    @staticmethod
+    def _drop_bylines(
+        below: list[int],
+        rest: list[int],
+        candidates: list[Candidate],
+        decisions: list[Decision],
+        blocks: list[Block],
+    ) -> list[int]:
+        """A style that only ever appears right under an outline heading (authors' names
+        under chapter titles, a chapter's subtitle) is not a level of its own."""
+        heads = {
+            candidates[i].index for i, d in enumerate(decisions) if d.reason == "outline entry"
+        }
+        by_style: dict[tuple, list[int]] = defaultdict(list)
+        for pos in below:
+            by_style[candidates[rest[pos]].style].append(pos)
+        dropped: set[int] = set()
+        for members in by_style.values():
+            under = sum(
+                any(
+                    h in heads and blocks[h].page == candidates[rest[pos]].page
+                    for h in range(candidates[rest[pos]].index - 6, candidates[rest[pos]].index)
+                )
+                for pos in members
+            )
+            if len(members) >= 3 and under >= 0.8 * len(members):
+                dropped.update(members)
+        for pos in dropped:
+            decisions[rest[pos]] = Decision(None, "byline or subtitle under an outline heading")
+        return [pos for pos in below if pos not in dropped]
+
+    @staticmethod
+    def _numbering_levels(candidates: list[Candidate], decisions: list[Decision]) -> dict:
+        """Numbering depth → outline level, learned from numbered outline entries."""
+        votes: dict[int, Counter] = defaultdict(Counter)
+        for cand, decision in zip(candidates, decisions, strict=True):
+            depth = numbering_depth(cand.text)
+            if decision.reason == "outline entry" and depth is not None:
+                votes[depth][decision.level] += 1
+        return {depth: c.most_common(1)[0][0] for depth, c in votes.items()}
+
+
+def _is_furniture(title: str) -> bool:
+    """An outline entry no block carries that names book furniture, not a section: kept out
+    of the tree (a printed "Contents" heading is matched to its block and kept)."""
+    text = " ".join(title.split())
+    return bool(_FURNITURE.match(text) or _FILE_NAME.match(text))
+
+
+def candidates_of(blocks: list[Block]) -> list[Candidate]:
+    return [
+        Candidate(
+            index=i,
+            text=b.text,
+            page=b.page,
+            font_size=b.font_size,
+            bold=b.bold,
+            italic=b.italic,
+            n_lines=b.n_lines,
+            y0=b.y0,
+            family=font_family(b.font),
+        )
+        for i, b in enumerate(blocks)
+        if b.kind == TITLE
+    ]
+
+
+def choose_filter(outline: list[tuple[int, str, int]], use_outline: bool) -> SectionFilter:
+    if use_outline and len(outline) >= 2:
+        return OutlineSectionFilter()
+    return LayoutSectionFilter()
+
+
+@dataclass
+class Heading:
+    level: int
+    title: str
+    page: int
+    block_index: int | None  # None for outline entries no block carries
+
+
+def resolve_headings(
+    blocks: list[Block], context: SectionContext, section_filter: SectionFilter
+) -> list[Heading]:
+    """Run a section filter; returns the headings in document order. Blocks that are not
+    titles after all go back to plain text."""
+    candidates = candidates_of(blocks)
+    result = section_filter.decide(candidates, context)
+    headings: list[Heading] = []
+    last = -2  # candidate position of the latest heading or its continuation
+    for pos, (cand, decision) in enumerate(zip(candidates, result.decisions, strict=True)):
+        block = blocks[cand.index]
+        if decision.reason == CONTINUES and last == pos - 1:
+            headings[-1].title = f"{headings[-1].title} {block.text}"
+            block.kind = TITLE  # part of the heading: not a paragraph of its own
+            last = pos
+        elif decision.level is None or block.extra.get(NEVER_HEADING):
+            block.kind = TEXT
+        else:
+            headings.append(Heading(decision.level, block.text, block.page, cand.index))
+            last = pos
+    for index, decision in result.promoted.items():
+        blocks[index].kind = TITLE
+        headings.append(Heading(decision.level, blocks[index].text, blocks[index].page, index))
+    headings.sort(key=lambda h: h.block_index)
+    return _place_outline_only(headings, result.outline_only, blocks)
+
+
+def _place_outline_only(
+    headings: list[Heading], outline_only: list[OutlineHeading], blocks: list[Block]
+) -> list[Heading]:
+    """Outline entries with no block go before the first heading or block of their page."""
+    placed = list(headings)
+    for entry in outline_only:
+        heading = Heading(entry.level, entry.title, entry.page, None)
+        pos = next(
+            (n for n, h in enumerate(placed) if h.page >= entry.page),
+            len(placed),
+        )
+        placed.insert(pos, heading)
+    return placed

@@ -1,0 +1,594 @@
+"""ZoomRAG random walks (Doc-Zoom, Chunk-Zoom) and batched personalised PageRank.
+
+One engine, two backends chosen at start-up (``make_engine``): SciPy/NumPy on CPU or CuPy
+(``cupyx.scipy.sparse``) on GPU, the maths written once against ``xp``/``sparse``. Imports
+numpy, scipy and the CPU product kernel (``operators.walks.kernel``, llvmlite; cupy lazily).
+Inputs are numpy/scipy arrays; outputs are numpy.
+
+Doc-Zoom graph of one query (nodes: query, n_d documents, n_e entities; A[i, j] carries mass
+from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns normalised):
+
+* doc–doc D[i, j] = exp(cos(p_i, p_j)) kept iff above τ_i = mean_i + 3·std_i (population
+  statistics of row i over the other n_d − 1 documents; diagonal excluded; not symmetrised).
+  query–doc w_j = exp(cos(q, p_j)), same rule over the query's n_d entries, used both ways.
+  doc–entity and query–entity: 0/1 indicators, used both ways.
+* "Sub-blocks rescaled to equal mean weight": each block is divided by the mean of its non-zero
+  entries (target 1, what the 0/1 blocks have), so the shared blocks never depend on the query.
+* Coupling: with S = [[D, M], [Mᵀ, 0]] (N×N, shared) and h the query's link row, the column sum
+  of node j is s_j + h_j and that of the query Σh. With z = r / (s + h): r_q' = h·z and
+  r_nodes' = S·z + h·r_q/Σh. A batch is one sparse S × dense Z (N×B) product plus terms on the
+  nnz of each query's own h, so each column is exactly that query's walk alone on its own
+  (N+1)-node graph. A node with an empty column is dangling: mass reaching it is dropped (the
+  dense reference does the same).
+* Batched step (``walk``, ``_SpMM``): one product A × state per step, A = S·diag((1 − α)/s)
+  built once per α (so the column scaling and the (1 − α) factor cost no pass over the state);
+  at a query's links the state is set to z·s_j before the product, so A carries that node's
+  true z (its column sum includes the query's edge). The state is stored as column chunks
+  (chunks, N, width), C-ordered. On CPU the product is the compiled kernel of
+  ``operators.walks.kernel`` (SciPy where llvmlite is missing), a chunk row is a whole number of
+  64-byte vectors, up to 1 KiB (256 float32 queries) when S has at most 16 nonzeros per row
+  (the step streams the state: one pass) and 512 B above (the step gathers: a chunk of the
+  state stays in the last-level cache); the buffers are 64-byte aligned for streaming stores.
+  On GPU one chunk holds the whole batch (cuSPARSE). The walk starts at the query node, so
+  step 1 needs no product; steps 2..T are products. Top-k reads the state in place
+  (``top_k_columns``: maxima of row blocks give a threshold, only entries above it are sorted).
+
+Incremental documents (``add_documents``): computed are the new rows (new docs × all docs) and
+the new columns of old rows (old × new), which update each old row's running Σexp and Σexp²; so
+every τ_i is the exact full-corpus value and results equal a build from scratch. Each row keeps
+candidates above a floor mean + (3 − slack)·std (slack 0.5); an old row is recomputed in full
+only when its new τ_i falls below that floor (``last_add['rows_recomputed']``). Not recomputed:
+existing similarities and existing documents' entity rows. The doc–doc scale and the sparse S
+are reassembled from stored values in O(nnz).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from operators.walks.kernel import VECTOR_BYTES, StatePool, kernel_or_reason
+
+log = logging.getLogger(__name__)
+
+T_STEPS, ALPHA, TOP_K = 5, 0.8, 10  # Doc-Zoom (ZoomRAG §5.2 / App. C)
+BETA, KEEP_FRACTION = 0.9, 0.7  # Chunk-Zoom restart and kept share of chunks
+OMEGA, SIGMA = 0.5, 1.0  # chosen constants (paper gives no values): temporal/semantic mix, decay
+N_STD = 3.0  # sparsification: keep exp(cos) above mean + 3σ of the row
+BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 MiB in float64)
+STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / denser S (gathers)
+DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
+TOPK_BLOCK = 64  # rows per block whose maxima bound the top-k threshold
+F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
+_cpu_notice_done = False
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "cpu" or "gpu"
+    xp: ModuleType  # numpy or cupy
+    sparse: ModuleType  # scipy.sparse or cupyx.scipy.sparse
+    dtype: Any  # dtype of the walk state and transition matrices
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        a = a.toarray() if sp.issparse(a) else a
+        return self.xp.asarray(a, dtype=self.dtype if dtype is None else dtype)
+
+    def coo_csr(self, vals: Any, rows: Any, cols: Any, shape: tuple[int, int]) -> Any:
+        idx = (rows.astype(self.xp.int32), cols.astype(self.xp.int32))
+        return self.sparse.coo_matrix((vals.astype(self.dtype), idx), shape=shape).tocsr()
+
+    def sync(self) -> None:
+        if self.name == "gpu":
+            self.xp.cuda.Stream.null.synchronize()
+
+
+def _cupy_or_reason() -> tuple[Any, Any, str]:
+    try:
+        import cupy
+        import cupyx.scipy.sparse as cusparse
+    except ImportError as exc:
+        return None, None, f"CuPy is not installed ({exc})"
+    try:
+        if not cupy.cuda.is_available():
+            return None, None, "CuPy is installed but no CUDA device is available"
+    except Exception as exc:  # driver/runtime errors surface here, not as ImportError
+        return None, None, f"CUDA check failed ({exc})"
+    return cupy, cusparse, ""
+
+
+def make_engine(
+    device: str = "auto", dtype: Any = np.float64, threshold_slack: float = 0.5
+) -> WalkEngine:
+    """An empty engine on "cpu", "gpu" (error if CuPy/GPU missing) or "auto" (GPU if usable)."""
+    global _cpu_notice_done
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+    if device != "cpu":
+        cupy, cusparse, reason = _cupy_or_reason()
+        if cupy is not None:
+            return WalkEngine(Backend("gpu", cupy, cusparse, dtype), threshold_slack)
+        if device == "gpu":
+            raise RuntimeError(f"walk engine: device='gpu' requested but {reason}")
+        if not _cpu_notice_done:
+            log.warning("walk engine runs on CPU (SciPy/NumPy): %s", reason)
+            _cpu_notice_done = True
+    return WalkEngine(Backend("cpu", np, sp, dtype), threshold_slack)
+
+
+def _host(a: Any) -> Any:
+    return a.get() if type(a).__module__.startswith("cupy") else a
+
+
+def _inv(xp: ModuleType, a: Any) -> Any:
+    return xp.where(a > 0, 1 / xp.where(a > 0, a, 1), 0)
+
+
+def unit_rows(xp: ModuleType, x: Any) -> Any:
+    """``x`` with each row (last axis) scaled to unit length; zero rows stay zero."""
+    norm = xp.sqrt((x * x).sum(axis=-1, keepdims=True))
+    return x / xp.where(norm > 0, norm, 1)
+
+
+def _indicator(m: Any, n_rows: int, n_cols: int | None = None) -> tuple[Any, Any]:
+    """Host (rows, cols) of the non-zeros of a dense or scipy matrix (used as 0/1)."""
+    m = sp.coo_matrix(sp.csr_matrix(_host(m)))
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    if m.shape[0] != n_rows or (n_cols is not None and m.shape[1] > n_cols):
+        raise ValueError(f"indicator shape {m.shape}: expected {n_rows} rows, ≤ {n_cols} cols")
+    return m.row.astype(np.int64), m.col.astype(np.int64)
+
+
+def _row_blocks(n_rows: int, n_cols: int) -> range:
+    return range(0, n_rows, max(1, BLOCK_ELEMS // max(n_cols, 1)))
+
+
+def _stats(xp: ModuleType, s1: Any, s2: Any, count: int) -> tuple[Any, Any]:
+    """Row mean and population std from Σx and Σx² over ``count`` entries."""
+    mean = s1 / max(count, 1)
+    return mean, xp.sqrt(xp.maximum(s2 / max(count, 1) - mean * mean, 0))
+
+
+class _SpMM:
+    """out[c] = A @ z[c] for a walk state stored as column chunks z (chunks, N, width), where
+    A = S·diag((1 − α)/s): S with each column scaled by the walk's factor over its column sum,
+    so a step needs no scaling pass over the state (only the query-linked entries, which sit
+    in columns whose sums include the query's edge, are set by the walk before the product)."""
+
+    def __init__(self, backend: Backend, S: Any, alpha: float, inv_s: Any) -> None:
+        self.src, self.alpha, self.backend, self.xp = S, alpha, backend, backend.xp
+        scaled = S.astype(F64) @ backend.sparse.diags((1 - alpha) * inv_s)
+        self.mat = backend.sparse.csr_matrix(scaled).astype(backend.dtype)
+        self.kernel, self.reason = None, "GPU: cuSPARSE"
+        self.pool: StatePool | None = None  # GPU: CuPy pools device memory itself
+        self.width = None  # GPU: one chunk holds the whole batch
+        if backend.name == "cpu":
+            self.pool = StatePool()
+            self.kernel, self.reason = kernel_or_reason(self.mat)
+            if self.kernel is None:
+                log.warning("walk engine: SciPy product on CPU: %s", self.reason)
+            item = np.dtype(backend.dtype).itemsize
+            dense = self.mat.nnz > DENSE_ROW_NNZ * max(self.mat.shape[0], 1)
+            self.lanes = VECTOR_BYTES // item
+            self.width = (STATE_ROW_BYTES[1] if dense else STATE_ROW_BYTES[0]) // item
+
+    def layout(self, nq: int) -> tuple[int, int]:
+        """(number of chunks, chunk width) for a batch of ``nq`` queries; on CPU the width is a
+        whole number of vectors (padding lanes stay zero)."""
+        if self.width is None:
+            return 1, max(1, nq)
+        w = min(self.width, -(-max(1, nq) // self.lanes) * self.lanes)
+        return -(-max(1, nq) // w), w
+
+    def empty(self, nc: int, w: int) -> Any:
+        """An uninitialised state (nc, N, w); on CPU 64-byte aligned (streaming stores) and
+        from a pool of reused buffers (a fresh one costs its page faults at first touch; CuPy
+        pools device memory itself)."""
+        shape, dt = (nc, self.mat.shape[0], w), self.backend.dtype
+        return self.xp.empty(shape, dt) if self.pool is None else self.pool.empty(shape, dt)
+
+    def dense(self, z: Any, out: Any) -> Any:
+        """out[c] = A @ z[c] for every chunk c, written into ``out``; returns it."""
+        for c in range(z.shape[0]):
+            if self.kernel is not None:
+                self.kernel(z[c], out[c])
+            else:
+                out[c] = self.mat @ z[c]
+        return out
+
+
+def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``scores`` (B × n, NumPy or CuPy), the ``min(k, n)`` best columns, best
+    first, ties at equal score by smaller column: (ids int64, scores) on the host."""
+    return top_k_columns(scores.T, k, xp)
+
+
+def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``scores`` (n × B, NumPy or CuPy, any strides: read in place), the
+    ``min(k, n)`` best rows, best first, ties at equal score by smaller row: (ids B × k int64,
+    scores B × k) on the host. The k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a
+    threshold that at least k entries of the column reach, so only entries at or above it are
+    sorted."""
+    n, nq = scores.shape
+    k = min(k, n)
+    if k == 0 or nq == 0:
+        return np.zeros((nq, k), dtype=np.int64), np.zeros((nq, k), dtype=str(scores.dtype))
+    nb = n // TOPK_BLOCK
+    maxima = [] if nb == 0 else [scores[: nb * TOPK_BLOCK].reshape(nb, TOPK_BLOCK, nq).max(1)]
+    if n % TOPK_BLOCK:
+        maxima.append(scores[nb * TOPK_BLOCK :].max(axis=0, keepdims=True))
+    maxima = xp.concatenate(maxima)
+    if maxima.shape[0] >= k:
+        floor = -xp.partition(-maxima, k - 1, axis=0)[k - 1]
+    else:  # fewer blocks than k: every entry is a candidate
+        floor = scores.min(axis=0)
+    rows, cols = xp.nonzero(scores >= floor[None, :])
+    vals, rows, cols = _host(scores[rows, cols]), _host(rows), _host(cols)
+    order = np.lexsort((rows, -vals, cols))  # by column, best first, ties by smaller row
+    starts = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=nq))[:-1]])
+    take = order[(starts[:, None] + np.arange(k)).ravel()]
+    return rows[take].reshape(nq, k).astype(np.int64), vals[take].reshape(nq, k)
+
+
+class WalkEngine:
+    """Holds the query-independent Doc-Zoom graph once; runs batched walks on one backend."""
+
+    def __init__(self, backend: Backend, threshold_slack: float = 0.5) -> None:
+        self.backend, self.device, self.slack = backend, backend.name, float(threshold_slack)
+        ei, ef = backend.xp.zeros(0, dtype=np.int64), backend.xp.zeros(0, dtype=F64)
+        self.n_d = self.n_e = 0
+        self.X = None  # normalised document vectors (n_d × dim)
+        self._s1 = self._s2 = self._floor = ef  # per doc row: Σexp, Σexp², candidate floor
+        self._cr, self._cc, self._cv = ei, ei, ef  # doc–doc candidates (raw exp(cos)), COO
+        self._mr, self._mc = ei, ei  # doc–entity indicator, COO
+        self.last_add: dict[str, int] = {}
+        self._op: _SpMM | None = None  # batched-product kernel, built at the first walk
+
+    # ---- query-independent graph -------------------------------------------------------------
+    def fit(self, doc_vectors: Any, doc_entity: Any) -> WalkEngine:
+        """Build from scratch (same code path as adding every document to an empty engine)."""
+        return self.add_documents(doc_vectors, doc_entity, n_new_entities=doc_entity.shape[1])
+
+    def add_documents(
+        self, doc_vectors: Any, doc_entity_rows: Any, n_new_entities: int = 0
+    ) -> WalkEngine:
+        """Append documents; ``doc_entity_rows`` spans up to n_e + n_new_entities columns."""
+        xp = self.backend.xp
+        xn = unit_rows(xp, self.backend.asarray(doc_vectors, F64))
+        n_old, n_new = self.n_d, xn.shape[0]
+        self.n_e += int(n_new_entities)
+        er, ec = _indicator(doc_entity_rows, n_new, self.n_e)
+        self._mr = xp.concatenate([self._mr, xp.asarray(er + n_old)])
+        self._mc = xp.concatenate([self._mc, xp.asarray(ec)])
+        self.X = xn if self.X is None else xp.concatenate([self.X, xn])
+        self.n_d = n = n_old + n_new
+        parts = [(self._cr, self._cc, self._cv)]
+        blocks = _row_blocks(n_old, n_new)
+        for lo in blocks:  # old rows × new columns: update Σ, Σ² and candidates
+            hi = min(lo + blocks.step, n_old)
+            c = xp.exp(self.X[lo:hi] @ xn.T)
+            self._s1[lo:hi] += c.sum(axis=1)
+            self._s2[lo:hi] += xp.einsum("ij,ij->i", c, c)
+            r, k = xp.nonzero(c > self._floor[lo:hi, None])
+            parts.append((r + lo, k + n_old, c[r, k]))
+        s1, s2, floor, new = self._full_rows(xp.arange(n_old, n))
+        parts.append(new)
+        self._s1, self._s2 = xp.concatenate([self._s1, s1]), xp.concatenate([self._s2, s2])
+        self._floor = xp.concatenate([self._floor, floor])
+        cr, cc, cv = (xp.concatenate(p) for p in zip(*parts, strict=True))
+        mean, std = _stats(xp, self._s1, self._s2, n - 1)
+        redo = xp.nonzero(mean + N_STD * std < self._floor)[0]  # floor no longer covers τ
+        if redo.size:
+            keep = xp.ones(n, dtype=bool)
+            keep[redo] = False
+            keep = keep[cr]
+            s1, s2, floor, (rr, rc, rv) = self._full_rows(redo)
+            self._s1[redo], self._s2[redo], self._floor[redo] = s1, s2, floor
+            cr, cc, cv = (xp.concatenate([a[keep], x]) for a, x in ((cr, rr), (cc, rc), (cv, rv)))
+            mean, std = _stats(xp, self._s1, self._s2, n - 1)
+        # Raise floors where the new statistics allow, and prune candidates under them.
+        self._floor = xp.maximum(self._floor, mean + (N_STD - self.slack) * std)
+        keep = cv > self._floor[cr]
+        self._cr, self._cc, self._cv = cr[keep], cc[keep], cv[keep]
+        self._assemble(mean + N_STD * std)
+        self.last_add = dict(n_new=n_new, rows_recomputed=int(redo.size), dd_nnz=self.dd_nnz)
+        return self
+
+    def _full_rows(self, idx: Any) -> tuple[Any, Any, Any, tuple[Any, Any, Any]]:
+        """Σexp, Σexp², floors and candidates (rows, cols, values) of rows ``idx`` vs all docs."""
+        xp, n = self.backend.xp, self.n_d
+        ei, ef = xp.zeros(0, dtype=xp.int64), xp.zeros(0, dtype=F64)
+        out = [(ef, ef, ef, ei, ei, ef)]
+        blocks = _row_blocks(len(idx), n)
+        buf = xp.empty((min(blocks.step, len(idx)), n), dtype=F64)  # reused across blocks
+        for lo in blocks:
+            rows = idx[lo : lo + blocks.step]
+            c = xp.matmul(self.X[rows], self.X.T, out=buf[: len(rows)])
+            xp.exp(c, out=c)
+            c[xp.arange(len(rows)), rows] = 0  # diagonal excluded (0 never passes a floor > 0)
+            s1, s2 = c.sum(axis=1), xp.einsum("ij,ij->i", c, c)
+            mean, std = _stats(xp, s1, s2, n - 1)
+            floor = mean + (N_STD - self.slack) * std
+            r, k = xp.nonzero(c > floor[:, None])
+            out.append((s1, s2, floor, rows[r], k, c[r, k]))
+        s1, s2, floor, *cand = (xp.concatenate(p) for p in zip(*out, strict=True))
+        return s1, s2, floor, tuple(cand)
+
+    def _assemble(self, tau: Any) -> None:
+        """S = [[D/mean(D), M], [Mᵀ, 0]] from the stored candidates, and its column sums."""
+        xp, nd = self.backend.xp, self.n_d
+        act = self._cv > tau[self._cr]
+        dr, dc, dv = self._cr[act], self._cc[act], self._cv[act]
+        self.dd_nnz, self.dd_scale = int(dv.size), float(dv.mean()) if dv.size else 1.0
+        one = xp.ones(self._mr.size, dtype=F64)
+        rows = xp.concatenate([dr, self._mr, self._mc + nd])
+        cols = xp.concatenate([dc, self._mc + nd, self._mr])
+        vals = xp.concatenate([dv / self.dd_scale, one, one])
+        self.N = nd + self.n_e
+        self.S = self.backend.coo_csr(vals, rows, cols, (self.N, self.N))
+        self.s = xp.asarray(self.S.sum(axis=0)).ravel()
+        self.inv_s = _inv(xp, self.s)
+
+    # ---- Doc-Zoom ---------------------------------------------------------------------------
+    def query_links(self, query_vectors: Any, query_entity: Any) -> tuple[Any, Any, Any, int]:
+        """Link rows h as COO (query index, node index, weight) on the backend; number of
+        queries. Query–doc weights are rescaled to mean 1 per query."""
+        xp, nd = self.backend.xp, self.n_d
+        q = unit_rows(xp, self.backend.asarray(query_vectors, F64).reshape(-1, self.X.shape[1]))
+        nq = q.shape[0]
+        out = [(xp.zeros(0, dtype=xp.int64),) * 2 + (xp.zeros(0, dtype=F64),)]
+        blocks = _row_blocks(nq, nd)
+        buf = xp.empty((min(blocks.step, nq), nd), dtype=F64)  # reused across blocks
+        for lo in blocks:
+            block = q[lo : lo + blocks.step]
+            w = xp.matmul(block, self.X.T, out=buf[: len(block)])
+            xp.exp(w, out=w)
+            # one pass for Σw and one for Σw² (no (w − mean)² temporary, as w.std would make)
+            mean, std = _stats(xp, w.sum(axis=1), xp.einsum("ij,ij->i", w, w), nd)
+            r, k = xp.nonzero(w > (mean + N_STD * std)[:, None])
+            out.append((r + lo, k, w[r, k]))
+        hb, hj, hv = (xp.concatenate(p) for p in zip(*out, strict=True))
+        hv = hv * (xp.bincount(hb, minlength=nq) * _inv(xp, xp.bincount(hb, hv, minlength=nq)))[hb]
+        er, ec = _indicator(query_entity, nq, self.n_e)
+        hb = xp.concatenate([hb, xp.asarray(er)])
+        hj = xp.concatenate([hj, xp.asarray(ec) + nd])
+        return hb, hj, xp.concatenate([hv, xp.ones(er.size, dtype=F64)]), nq
+
+    def walk(
+        self, query_vectors: Any, query_entity: Any, T: int = T_STEPS, alpha: float = ALPHA
+    ) -> tuple[Any, Any]:
+        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend. When
+        one state chunk holds the batch, the N×B scores are a view of the walk's state."""
+        xp = self.backend.xp
+        hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
+        inv_cq = _inv(xp, xp.bincount(hb, hv, minlength=nq))  # query column sum Σh
+        s_h = self.s[hj]  # S's column sums at the links
+        inv_h = 1 / (s_h + hv)  # column sums of linked nodes include the query's edge
+        op, c = self._spmm(alpha), 1 - alpha
+        nc, w = op.layout(nq)
+        at = (hb // w, hj, hb % w)  # (chunk, node, lane) of each link in the chunked state
+        restart = hv * inv_cq[hb]  # the query's restart mass, spread over its links
+        # Step 1: r = 0, so nothing returns to the query node; only the restart mass arrives,
+        # on the query's links.
+        r = op.empty(nc, w)
+        r[...] = 0
+        if T:
+            r[at] = c * restart
+        rq = xp.full(nq, alpha if T else 1.0, dtype=F64)
+        out = op.empty(nc, w) if T > 1 else None
+        for _ in range(1, T):
+            zh = r[at] * inv_h  # z / (1 − α) at the links
+            new_q = xp.bincount(hb, hv * zh, minlength=nq)
+            # A = S·diag((1 − α)/s) scales column j by 1/s_j; at a link the sum is s_j + h_j,
+            # so the state there is set to zh·s_j: A carries (1 − α)·zh through column j.
+            r[at] = zh * s_h
+            r, out = op.dense(r, out), r
+            r[at] += c * restart * rq[hb]
+            rq = c * new_q + alpha
+        if nc == 1:
+            return r[0, :, :nq], rq
+        return r.transpose(1, 0, 2).reshape(self.N, nc * w)[:, :nq], rq
+
+    def astype(self, dtype: Any) -> WalkEngine:
+        """A copy whose walks run in ``dtype`` (e.g. float32: half the bytes per step, scores
+        within ~1e-8 of float64). Graph construction stays float64; the copy can grow on its own."""
+        other = copy.copy(self)
+        other.backend = replace(self.backend, dtype=dtype)
+        other._s1, other._s2, other._floor = (a.copy() for a in (self._s1, self._s2, self._floor))
+        if getattr(self, "S", None) is not None:
+            other.S = self.S.astype(dtype)
+        other._op = None
+        return other
+
+    @property
+    def kernel(self) -> str:
+        """Which code runs the batched product on this engine's backend."""
+        op = self._spmm()
+        if self.device == "gpu":
+            return "cupyx.scipy.sparse (cuSPARSE)"
+        if op.kernel is None:
+            return f"scipy.sparse ({op.reason})"
+        return f"compiled CSR kernel (llvmlite, {op.width}-wide state rows)"
+
+    def _spmm(self, alpha: float = ALPHA) -> _SpMM:
+        """The batched product for the current S and ``alpha`` (rebuilt after
+        ``add_documents``)."""
+        op = self._op
+        if op is None or op.src is not self.S or op.alpha != alpha:
+            self._op = op = _SpMM(self.backend, self.S, alpha, self.inv_s)
+        return op
+
+    def _finish(self, r: Any, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-k documents per column of ``r`` (ties: smaller id first); entity scores."""
+        nd = self.n_d
+        ids, vals = top_k_columns(r[:nd], k, self.backend.xp)
+        return ids, vals, _host(r[nd:].T)
+
+    def doc_zoom(
+        self,
+        query_vectors: Any,
+        query_entity: Any,
+        k: int = TOP_K,
+        T: int = T_STEPS,
+        alpha: float = ALPHA,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(top-k doc ids B×k, their scores B×k, entity scores B×n_e), each query independent."""
+        return self._finish(self.walk(query_vectors, query_entity, T, alpha)[0], k)
+
+    def coupled_doc_zoom(
+        self,
+        query_vectors: Any,
+        query_entity: Any,
+        k: int = TOP_K,
+        T: int = T_STEPS,
+        alpha: float = ALPHA,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Naive baseline: all queries are extra nodes of one graph (mass leaks between them)."""
+        b, xp = self.backend, self.backend.xp
+        hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
+        s = self.S.tocoo()
+        rows = xp.concatenate([s.row.astype(xp.int64) + nq, hb, hj + nq])
+        cols = xp.concatenate([s.col.astype(xp.int64) + nq, hj + nq, hb])
+        vals = xp.concatenate([s.data.astype(F64), hv, hv])
+        colsum = xp.bincount(cols, vals, minlength=nq + self.N)
+        a = b.coo_csr(vals / colsum[cols], rows, cols, (nq + self.N,) * 2)
+        r = r0 = xp.eye(nq + self.N, nq, dtype=b.dtype)
+        for _ in range(T):
+            r = (1 - alpha) * (a @ r) + alpha * r0
+        return self._finish(r[nq:], k)
+
+    # ---- Chunk-Zoom -------------------------------------------------------------------------
+    def chunk_graph(
+        self, chunk_vectors: Any, chunk_doc: Any, chunk_entity: Any, omega: float, sigma: float
+    ) -> tuple[Any, np.ndarray]:
+        """Column-normalised B̃ ((l+h)×(l+h), dense, chunks first) and the h local entity ids."""
+        b, xp = self.backend, self.backend.xp
+        c = unit_rows(xp, b.asarray(chunk_vectors, F64))
+        n = c.shape[0]
+        doc, pos = np.asarray(chunk_doc).ravel(), np.zeros(n)
+        for d in np.unique(doc):  # position in reading order within the chunk's document
+            pos[doc == d] = np.arange(int((doc == d).sum()))
+        p = b.asarray(pos, F64)
+        bt = b.asarray(doc[:, None] == doc[None, :], F64)
+        bt *= xp.exp(-((p[:, None] - p[None, :]) ** 2) / (2 * sigma * sigma))
+        bs = xp.exp(c @ c.T)
+        bcc = omega * bt / bt.sum(axis=0) + (1 - omega) * bs / bs.sum(axis=0)
+        bcc = bcc / bcc[bcc > 0].mean()  # chunk block rescaled to mean weight 1 (like 0/1 block)
+        er, ec = _indicator(chunk_entity, n)
+        ents, loc = np.unique(ec, return_inverse=True)
+        big = xp.zeros((n + ents.size,) * 2, dtype=F64)
+        big[:n, :n] = bcc
+        big[xp.asarray(er), xp.asarray(loc + n)] = 1
+        big[xp.asarray(loc + n), xp.asarray(er)] = 1
+        return big / big.sum(axis=0), ents
+
+    def chunk_zoom(
+        self,
+        chunk_vectors: Sequence[Any],
+        chunk_doc: Sequence[Any],
+        chunk_entity: Sequence[Any],
+        entity_scores: Any,
+        beta: float = BETA,
+        omega: float = OMEGA,
+        sigma: float = SIGMA,
+        keep: float = KEEP_FRACTION,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query (sequences indexed by query; entity_scores B×n_e from Doc-Zoom): the top
+        ceil(keep·l) chunk indices by stationary score y = β(I − (1−β)B̃)⁻¹y⁽⁰⁾, ranked, and
+        their scores. B̃ is dense (semantic links join all chunk pairs), so each system is a
+        dense LU solve; queries are solved together as padded (g, L, L) stacks."""
+        xp = self.backend.xp
+        es = self.backend.asarray(entity_scores, F64).reshape(len(chunk_vectors), -1)
+        graphs = []
+        for i, args in enumerate(zip(chunk_vectors, chunk_doc, chunk_entity, strict=True)):
+            bt, ents = self.chunk_graph(*args, omega, sigma)
+            y0 = xp.concatenate([xp.zeros(bt.shape[0] - ents.size), es[i, xp.asarray(ents)]])
+            graphs.append((bt, y0, bt.shape[0] - ents.size))  # chunks start at 0
+        size = max((g[0].shape[0] for g in graphs), default=1)
+        per = max(1, BLOCK_ELEMS // (size * size))
+        res: list[tuple[np.ndarray, np.ndarray]] = []
+        for lo in range(0, len(graphs), per):  # padding rows are identity with y0 = 0
+            group = graphs[lo : lo + per]
+            mats = xp.broadcast_to(xp.eye(size, dtype=F64), (len(group), size, size)).copy()
+            rhs = xp.zeros((len(group), size, 1), dtype=F64)
+            for g, (bt, y0, _) in enumerate(group):
+                mats[g, : len(y0), : len(y0)] -= (1 - beta) * bt
+                rhs[g, : len(y0), 0] = y0
+            y = _host(beta * xp.linalg.solve(mats, rhs)[..., 0])
+            for g, (_, _, n_chunks) in enumerate(group):
+                yc = y[g, :n_chunks]
+                order = np.lexsort((np.arange(n_chunks), -yc))[: math.ceil(keep * n_chunks)]
+                res.append((order, yc[order]))
+        return res
+
+    # ---- generic batched personalised PageRank ----------------------------------------------
+    def ppr_batch(
+        self,
+        adjacency: Any,
+        seeds: Any,
+        damping: float = 0.5,
+        iterations: int = 100,
+        tol: float = 1e-12,
+    ) -> np.ndarray:
+        """PPR of B seed rows at once (B×n out). adjacency[i, j] = weight of edge i→j; damping =
+        probability of following an edge; dangling nodes jump to the seeds (both as igraph)."""
+        b, xp = self.backend, self.backend.xp
+        a = sp.csr_matrix(_host(adjacency))
+        out = np.asarray(a.sum(axis=1)).ravel()
+        p = sp.coo_matrix((sp.diags(_inv(np, out)) @ a).T)
+        trans = b.coo_csr(xp.asarray(p.data), xp.asarray(p.row), xp.asarray(p.col), a.shape)
+        dangling = b.asarray(out == 0, dtype=bool)
+        s0 = b.asarray(seeds).reshape(-1, a.shape[0]).T.copy()
+        total = s0.sum(axis=0)
+        if bool((total <= 0).any()):
+            raise ValueError("every seed row needs a positive sum")
+        x = s0 = s0 / total
+        for _ in range(iterations):
+            nx = damping * (trans @ x + s0 * x[dangling].sum(axis=0)) + (1 - damping) * s0
+            delta, x = float(xp.abs(nx - x).sum(axis=0).max()), nx
+            if delta < tol:
+                break
+        return _host(x.T)
+
+
+def reference_doc_zoom_single(
+    doc_vectors: np.ndarray,
+    doc_entity: Any,
+    query_vector: np.ndarray,
+    query_entity: Any,
+    k: int = TOP_K,
+    T: int = T_STEPS,
+    alpha: float = ALPHA,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense reference: one query alone on its own (1+n_d+n_e)-node graph, built and iterated
+    densely. Returns (top-k ids, all doc scores, all entity scores). For tests only."""
+    x = unit_rows(np, np.asarray(doc_vectors, dtype=F64))
+    q = unit_rows(np, np.asarray(query_vector, dtype=F64).ravel())
+    nd = x.shape[0]
+    m = (sp.csr_matrix(doc_entity).toarray() != 0).astype(F64)
+    he = (sp.csr_matrix(query_entity).toarray().ravel() != 0).astype(F64)
+    e = np.exp(x @ x.T)
+    np.fill_diagonal(e, np.nan)
+    thr = np.nanmean(e, axis=1) + N_STD * np.nanstd(e, axis=1)
+    d = np.where(e > thr[:, None], e, 0.0)  # NaN diagonal compares False
+    d = d / (d[d > 0].mean() if (d > 0).any() else 1)
+    w = np.exp(x @ q)
+    w = np.where(w > w.mean() + N_STD * w.std(), w, 0.0)
+    w = w / (w[w > 0].mean() if (w > 0).any() else 1)
+    a = np.block([[np.zeros((1, 1)), w[None], he[None]], [w[:, None], d, m]])
+    a = np.vstack([a, np.hstack([he[:, None], m.T, np.zeros((m.shape[1],) * 2)])])
+    a = a * _inv(np, a.sum(axis=0))  # column-normalised
+    r = r0 = np.eye(a.shape[0], 1).ravel()
+    for _ in range(T):
+        r = (1 - alpha) * (a @ r) + alpha * r0
+    docs = r[1 : 1 + nd]
+    return np.lexsort((np.arange(nd), -docs))[:k], docs, r[1 + nd :]

@@ -1,0 +1,149 @@
+"""Arrow schemas of the Lance tables (DESIGN.md §3). One place, so every writer agrees."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
+ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations", "er_decisions"
+EDGES, COMMUNITIES = "edges", "communities"  # the LAD-RAG document graph (operators/layout_graph)
+EMBED_DIM = 384  # all-MiniLM-L6-v2, the offline default; see vector_schemas for others
+
+DOCUMENT_STATUSES = ("ok", "failed", "skipped", "needs_ocr")
+
+documents_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),  # sha256 of the file bytes
+        ("uri", pa.string()),
+        ("title", pa.string()),
+        ("n_pages", pa.int32()),
+        ("status", pa.string()),  # one of DOCUMENT_STATUSES
+        ("error", pa.string()),
+        ("stage_timings", pa.string()),  # JSON: stage → seconds
+        ("indexed_at", pa.timestamp("us", tz="UTC")),
+        ("file_size", pa.int64()),
+        ("n_nodes", pa.int32()),
+        ("n_sections", pa.int32()),
+        ("outline_used", pa.bool_()),
+        ("page_labels", pa.list_(pa.string())),
+        ("toc", pa.string()),  # JSON: the TOC skeleton, see operators.structure.tree.toc_skeleton
+    ]
+)
+
+nodes_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("kind", pa.string()),  # root/section/text/list/table/image/caption/formula
+        ("level", pa.int32()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+        ("page_start", pa.int32()),
+        ("page_end", pa.int32()),
+        ("bbox", pa.list_(pa.float32(), 4)),
+        ("sec_id", pa.int32()),
+        ("para_idx", pa.int32()),
+        ("order", pa.int32()),
+        ("n_tokens", pa.int32()),
+        ("children", pa.list_(pa.int32())),
+        ("n_paragraphs", pa.int32()),
+        ("font_size", pa.float32()),
+        ("bold", pa.bool_()),
+        ("summary", pa.string()),
+        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # null when the job ran without enrich
+    ]
+)
+
+failures_schema = pa.schema(
+    [
+        ("uri", pa.string()),
+        ("doc_id", pa.string()),
+        ("stage", pa.string()),
+        ("error", pa.string()),
+        ("traceback_tail", pa.string()),
+        ("failed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+entities_schema = pa.schema(
+    [
+        ("entity_id", pa.string()),
+        ("name", pa.string()),
+        ("type", pa.string()),
+        ("description", pa.string()),
+        ("aliases", pa.list_(pa.string())),
+        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # the name's embedding
+        ("n_mentions", pa.int32()),
+        ("n_documents", pa.int32()),
+        ("doc_id", pa.string()),  # tables/figures: their document; "" for corpus entities
+    ]
+)
+
+mentions_schema = pa.schema(
+    [
+        ("entity_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("name", pa.string()),  # the surface form found in this document
+    ]
+)
+
+relations_schema = pa.schema(
+    [
+        ("src_entity", pa.string()),
+        ("dst_entity", pa.string()),
+        ("type", pa.string()),
+        ("description", pa.string()),
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("weight", pa.float32()),
+    ]
+)
+
+er_decisions_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("scope", pa.string()),  # document (within one document) or corpus
+        ("new_name", pa.string()),
+        ("new_type", pa.string()),
+        ("candidates", pa.list_(pa.string())),
+        ("candidate_ids", pa.list_(pa.string())),
+        ("scores", pa.list_(pa.float32())),
+        ("selected", pa.list_(pa.string())),
+        ("action", pa.string()),  # new / exact / merge / select / llm
+        ("reason", pa.string()),
+        ("entity_id", pa.string()),
+        ("decided_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+edges_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("src_node", pa.string()),
+        ("dst_node", pa.string()),
+        ("type", pa.string()),  # part_of / next / caption_of / references / continues
+        ("weight", pa.float32()),
+    ]
+)
+
+communities_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("node_id", pa.string()),
+        ("community", pa.int32()),  # Louvain community within the document, 0 = the root's
+    ]
+)
+
+SCHEMAS = {
+    DOCUMENTS: documents_schema,
+    NODES: nodes_schema,
+    FAILURES: failures_schema,
+    ENTITIES: entities_schema,
+    MENTIONS: mentions_schema,
+    RELATIONS: relations_schema,
+    ER_DECISIONS: er_decisions_schema,
+    EDGES: edges_schema,
+    COMMUNITIES: communities_schema,
+}

@@ -1,0 +1,86 @@
+"""Test doubles shared by several tests: a fake OpenAI-compatible HTTP server on 127.0.0.1.
+
+It stands in for a model endpoint only where the test is about something else (the backend's
+retry logic, the section refiner, the index job's model stages); it answers chat completions by
+a rule the test gives and embeddings with deterministic letter counts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Reply = str | tuple[int, dict]  # answer text, or (HTTP status, JSON body)
+
+
+class FakeOpenAI:
+    """POST /v1/chat/completions and /v1/embeddings. ``chat(body) -> Reply``; every request
+    body is kept in ``requests`` as (path, body)."""
+
+    def __init__(self, chat: Callable[[dict], Reply]) -> None:
+        self.chat = chat
+        self.requests: list[tuple[str, dict]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append((self.path, body))
+                status, payload = fake.respond(self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def respond(self, path: str, body: dict) -> tuple[int, dict]:
+        if path.endswith("/embeddings"):
+            data = [
+                {"object": "embedding", "index": i, "embedding": _fake_vector(text)}
+                for i, text in enumerate(body["input"])
+            ]
+            usage = {"prompt_tokens": len(data), "total_tokens": len(data)}
+            return 200, {"object": "list", "data": data, "model": body["model"], "usage": usage}
+        reply = self.chat(body)
+        if isinstance(reply, tuple):
+            return reply
+        return 200, {
+            "id": f"cmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        }
+
+    @property
+    def chats(self) -> list[dict]:
+        return [body for path, body in self.requests if path.endswith("/chat/completions")]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _fake_vector(text: str) -> list[float]:
+    """Deterministic and unnormalised: letter counts of a, b, c plus a constant."""
+    return [float(text.count("a")), float(text.count("b")), float(text.count("c")), 1.0]

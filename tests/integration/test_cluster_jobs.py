@@ -1,0 +1,187 @@
+"""Jobs that run the same way locally and on a cluster (issue 6 §1–2): the cluster launcher and
+Serve configs declare what the code asks for, and the index job submitted through the Ray Job
+API to a separate head node (``ray start --head`` on 127.0.0.1) writes the same tables."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lance
+import polars as pl
+import psutil
+import pytest
+import yaml
+
+from pipelines.store import lance_store
+from pipelines.store.schemas import DOCUMENTS, NODES
+
+REPO = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).with_name("ray")
+EXCLUDES = [".venv", ".git", "data", ".pytest_cache", ".ruff_cache", "*.egg-info", "__pycache__"]
+
+
+def test_cluster_and_serve_configs_match_the_code():
+    from ray.serve.schema import ServeDeploySchema
+
+    from pipelines.serve_app import build_app
+
+    cluster = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    types = cluster["available_node_types"]
+    assert types[cluster["head_node_type"]]["resources"] == {"CPU": 0}
+    assert types["gpu_worker"]["resources"]["GPU"] >= 1
+    assert "GPU" not in types["cpu_worker"]["resources"]
+    assert any('".[gpu]"' in c and "requirements.lock" in c for c in cluster["setup_commands"])
+
+    config = ServeDeploySchema.model_validate(
+        yaml.safe_load((REPO / "serve_config.yaml").read_text())
+    )
+    app = config.applications[0]
+    assert app.import_path == "pipelines.serve_app:build_app"
+    scaling = {d.name: d.autoscaling_config for d in app.deployments}
+    assert set(scaling) == {"Ingress", "RetrievalEngine"}
+    assert all(s["max_replicas"] > s["min_replicas"] >= 1 for s in scaling.values())
+    # device "gpu" puts the walk engine on a GPU worker; "auto"/"cpu" ask for no GPU
+    for device, gpus in (("gpu", 1), ("auto", None), ("cpu", None)):
+        ingress = build_app({"index": "x", "device": device})
+        engine = ingress._bound_deployment.init_args[0]._bound_deployment
+        assert engine.ray_actor_options.get("num_gpus") == gpus, device
+
+
+def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
+    from operators.models import ModelConfig
+    from pipelines.index_pipeline import IndexOptions
+
+    assert IndexOptions().stage_gpus() == 0
+    assert IndexOptions(model_config=ModelConfig(backend="openai")).stage_gpus() == 0
+    assert IndexOptions(model_config=ModelConfig(backend="vllm")).stage_gpus() == 1
+    assert (
+        IndexOptions(model_config=ModelConfig(backend="vllm"), model_gpus=0.5).stage_gpus() == 0.5
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head():
+    """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
+    Ray on the machine): ``ray start --block`` in a new session, ended by its process group."""
+    temp = Path(tempfile.mkdtemp(prefix="rayhead", dir="/tmp"))  # short: socket path limits
+    port, dashboard = _free_port(), _free_port()
+    token = secrets.token_hex(32)  # Ray 2.60 heads use token authentication
+    env = dict(os.environ, PATH=f"{RAY.parent}{os.pathsep}{os.environ['PATH']}")
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    env.pop("RAY_ADDRESS", None)
+    # Every port its own: the defaults (agent 52365, client 10001, ...) are those of the
+    # session's in-process Ray and of any other Ray on this machine.
+    ports = [
+        f"--{name}={_free_port()}"
+        for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                     "runtime-env-agent-port", "metrics-export-port", "ray-client-server-port",
+                     "node-manager-port", "object-manager-port")
+    ]  # fmt: skip
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+         "--port", str(port), "--num-cpus", "2", "--object-store-memory", str(300 * 2**20),
+         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+         "--dashboard-port", str(dashboard), "--temp-dir", str(temp), "--disable-usage-stats",
+         *ports],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{dashboard}"
+    try:
+        from ray.job_submission import JobSubmissionClient
+
+        deadline = time.monotonic() + 180
+        while True:
+            assert head.poll() is None, "ray start --head exited"
+            try:
+                client = JobSubmissionClient(url, headers={"Authorization": f"Bearer {token}"})
+                client.list_jobs()
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the head's job API never came up"
+                time.sleep(1)
+        yield client
+    finally:
+        procs = [psutil.Process(head.pid)]
+        with contextlib.suppress(psutil.Error):
+            procs += procs[0].children(recursive=True)
+        os.killpg(head.pid, signal.SIGTERM)
+        _, alive = psutil.wait_procs(procs, timeout=5)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.Error:
+                continue
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _run_job(client, entrypoint: str, timeout_s: float = 400) -> str:
+    from ray.job_submission import JobStatus
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            job_id = client.submit_job(
+                entrypoint=entrypoint,
+                runtime_env={"working_dir": str(REPO), "excludes": EXCLUDES},
+            )
+            break
+        except RuntimeError as exc:  # the head's job agent can come up after its API
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    while not (status := client.get_job_status(job_id)).is_terminal():
+        assert time.monotonic() < deadline, client.get_job_logs(job_id)[-3000:]
+        time.sleep(1)
+    logs = client.get_job_logs(job_id)
+    assert status == JobStatus.SUCCEEDED, logs[-3000:]
+    return logs
+
+
+@pytest.mark.slow
+def test_index_job_submitted_to_a_cluster(ray_head, shared_data, tmp_path):
+    pdfs = sorted((shared_data / "pdf_fixtures" / "pypdf").glob("*.pdf"))[:3]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for pdf in pdfs:
+        shutil.copy(pdf, corpus / pdf.name)
+    out = tmp_path / "index"
+    # what `ray job submit --working-dir . -- python -m jobs.index_corpus ...` does
+    entry = f"{sys.executable} -m jobs.index_corpus {corpus} --out {out} --no-enrich"
+    logs = _run_job(ray_head, entry)
+    assert "documents ok=" in logs
+
+    docs = pl.from_arrow(lance_store.read_table(out, DOCUMENTS))
+    assert sorted(Path(u).name for u in docs["uri"]) == [p.name for p in pdfs]
+    assert docs["doc_id"].n_unique() == len(pdfs)
+    nodes = pl.from_arrow(lance_store.read_table(out, NODES, ["doc_id", "node_id"]))
+    assert nodes["node_id"].n_unique() == nodes.height > 0
+    ok = docs.filter(pl.col("status") == "ok")
+    assert ok.height >= 2
+    counts = dict(nodes.group_by("doc_id").len().iter_rows())
+    assert counts == dict(zip(ok["doc_id"], ok["n_nodes"], strict=True))
+
+    # the scheduled incremental re-index: nothing new, nothing rewritten
+    version = _version(out, NODES)
+    logs = _run_job(ray_head, entry)
+    assert f"skipped={len(pdfs)}" in logs
+    assert _version(out, NODES) == version
+
+
+def _version(index_dir: Path, table: str) -> int:
+    return lance.dataset(lance_store.table_path(index_dir, table)).version

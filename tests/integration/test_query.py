@@ -1,0 +1,270 @@
+"""The query API on a real paper (MMLongBench 2303.05039v2.pdf, 9 pages: Tables 1–6, Figures 1–2,
+numbered sections): each BookRAG operator, the DeepRead and LAD-RAG tools, the agents, the
+one ``answer`` call and its handling of bad requests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from operators.query import bookrag as bookrag_agent
+from operators.query import bookrag_ops as ops
+from operators.query import deepread, ladrag
+from operators.query.rules import GLOBAL, MULTI, SINGLE, classify, global_spec, split_question
+from pipelines.query_engine import QueryEngine
+from tests.conftest import PAPER, REPO
+
+
+@pytest.fixture(scope="module")
+def engine(paper_index) -> QueryEngine:
+    return QueryEngine.open(paper_index, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def index(engine):
+    return engine.index
+
+
+@pytest.fixture(scope="module")
+def doc(index) -> int:
+    return index.find_document(PAPER)
+
+
+def _caption(index, position: int) -> str:
+    return (index.title[position] or index.text[position]).strip()
+
+
+def _labelled(index, doc: int, kind: str, label: str) -> int:
+    """The node of a kind whose caption starts with a label such as 'Table 3'."""
+    for p in index.scope(doc).tolist():
+        if index.kind[p] == kind and _caption(index, p).startswith(label):
+            return p
+    raise AssertionError(f"no {kind} captioned {label!r}")
+
+
+# ---- rules --------------------------------------------------------------------------------------
+def test_questions_are_classified_by_what_they_need():
+    assert classify("How many tables are in Section 3?") == GLOBAL
+    assert classify("How many figures are on pages 3-10?") == GLOBAL
+    assert classify("How many users are in the Amazon-music dataset?") == SINGLE
+    assert (
+        classify("Which group is larger? Republicans who are hispanic, or no leans who are male?")
+        == MULTI
+    )
+    spec = global_spec("How many figures are on pages 3-10?")
+    assert spec["operation"] == "COUNT"
+    assert {"filter_type": "page", "filter_value": "3-10"} in spec["filters"]
+    assert {"filter_type": "image", "filter_value": None} in spec["filters"]
+    assert split_question(
+        "Which is greater in 2018? Foreign born Latinos, or cellphone users?"
+    ) == [
+        "Which is greater in 2018? Foreign born Latinos",
+        "Which is greater in 2018? cellphone users",
+    ]
+
+
+# ---- BookRAG operators --------------------------------------------------------------------------
+def test_filters_select_by_modality_page_and_section(index, doc):
+    scope = index.scope(doc)
+    tables = ops.filter_modal(index, scope, "table")
+    assert tables.size >= 5 and set(index.kind[tables]) == {"table"}
+    on_page_4 = ops.filter_range(index, tables, pages="4-4")
+    captions = sorted(_caption(index, p)[:7] for p in on_page_4)
+    assert captions == ["Table 1", "Table 2", "Table 3"]
+    section_3 = next(e["sec_id"] for e in index.toc(doc) if e["title"].startswith("3 DATASET"))
+    in_section = ops.filter_range(index, tables, sections=[section_3])
+    assert set(in_section.tolist()) >= set(on_page_4.tolist())
+    assert _labelled(index, doc, "table", "Table 5") not in in_section
+
+
+def test_extract_and_select_by_entity_reach_the_sections_that_name_it(index, doc):
+    scope = index.scope(doc)
+    entities = ops.extract(index, "How many reviews does the Amazon-beauty dataset have?", scope)
+    names = [index.entity_names[e][0].lower() for e in entities]
+    assert any("amazon" in n for n in names), names
+    selected, targets = ops.select_by_entity(index, scope, entities, depth=2)
+    assert targets and selected.size < scope.size
+    mentioned = np.asarray(index.mentions[scope][:, entities].sum(axis=1)).ravel() > 0
+    assert set(scope[mentioned].tolist()) <= set(selected.tolist())
+
+
+def test_graph_reasoning_scores_the_nodes_of_the_seed_entity_first(index, engine, doc):
+    leaves = index.leaves(doc)
+    entities = ops.extract(index, "Amazon-beauty", leaves)
+    assert entities
+    scores = ops.graph_reasoning(index, leaves, [entities, []], engine.walk)
+    assert scores.shape == (2, leaves.size)
+    assert not scores[1].any()  # a row without seeds scores nothing, and does not leak
+    seeded = np.asarray(index.mentions[leaves][:, entities].sum(axis=1)).ravel() > 0
+    assert scores[0][seeded].mean() > scores[0][~seeded].mean()
+
+
+def test_skyline_keeps_the_pareto_front_then_the_next_layers():
+    positions = np.arange(6)
+    graph = np.array([0.9, 0.1, 0.5, 0.4, 0.05, 0.0])
+    text = np.array([0.1, 0.9, 0.5, 0.4, 0.05, 0.0])
+    front, _ = ops.skyline_ranker(positions, [graph, text], min_keep=1, max_keep=10)
+    assert sorted(front.tolist()) == [0, 1, 2]  # 3 is dominated by 2
+    layered, _ = ops.skyline_ranker(positions, [graph, text], min_keep=4, max_keep=5)
+    assert layered.tolist() == [0, 1, 2, 3]  # the front (tied sums: document order), then {3}
+
+
+# ---- the BookRAG agent --------------------------------------------------------------------------
+def test_global_questions_count_checked_nodes(index, engine, doc):
+    result = bookrag_agent.run(
+        index, "How many figures are in this paper?", index.scope(doc), engine.walk
+    )
+    assert result.query_class == GLOBAL
+    assert result.answer == "2"  # Figure 2's ten panels are one figure
+    images = ops.filter_modal(index, index.scope(doc), "image")
+    assert images.size > 2  # the bare filter count would be wrong
+    assert result.plan == ["Classify", "Plan_Filters", "Filter_Modal", "Map", "Reduce"]
+    on_page = bookrag_agent.run(
+        index, "How many tables are on page 4?", index.scope(doc), engine.walk
+    )
+    assert on_page.answer == "3"
+    assert {index.page_start[p] for p in on_page.evidence} == {4}
+
+
+def test_single_hop_plan_finds_the_table_page(engine):
+    question = "How many items in total of Amazon related datasets in the paper?"
+    asked = question + " Please write the answer in int format."
+    result = engine.answer(asked, "bookrag", PAPER, k=3)  # 9 pages ≥ 3k: spread over pages
+    assert result["error"] is None and result["query_class"] in (SINGLE, MULTI)
+    assert result["plan"][-2:] == ["Page_Ranker", "Reduce"]
+    assert {"Extract", "Select_by_Section", "Text_Reasoning"} <= set(result["plan"])
+    pages = [e["page"] for e in result["evidence"]]
+    assert 4 in pages and len(pages) == len(set(pages)) == 3  # k units on k pages
+    deep = engine.answer(asked, "bookrag", PAPER, k=5)  # 9 pages < 3k: ranked by score alone
+    assert len(deep["evidence"]) == 5 and 4 in {e["page"] for e in deep["evidence"]}
+    assert result["answer"] and result["answer_type"] == "extractive"
+    paper = engine.answer(question, "bookrag_paper", PAPER)
+    assert "Skyline_Ranker" in paper["plan"] and "Graph_Reasoning" in paper["plan"]
+
+
+def test_named_tables_are_found_by_caption_and_ranked_first(index, doc):
+    leaves = index.leaves(doc)
+    found = ops.referenced_nodes(index, leaves, "What does Table 3 say about Amazon-music?")
+    assert [_caption(index, p)[:7] for p in found] == ["Table 3"]
+    scores = np.zeros(leaves.size)
+    kept, _ = ops.page_ranker(index, leaves, scores, k=3, forced=found)
+    assert kept[0] == found[0] and len({index.page_start[p] for p in kept}) == 3
+
+
+def test_answer_format_instructions_are_not_searched():
+    from operators.query.rules import retrieval_text
+
+    assert (
+        retrieval_text("How many items? Please write the answer in int format.")
+        == "How many items?"
+    )
+    assert retrieval_text("Round your answer to three decimal places.") == (
+        "Round your answer to three decimal places."
+    )
+
+
+# ---- DeepRead -----------------------------------------------------------------------------------
+def test_retrieve_widens_dedupes_and_keeps_document_order(index, doc):
+    tools = deepread.DeepReadTools(index, doc)
+    hits = tools.retrieve("Receptiviti score of a user", k=3, window=(1, 1))
+    order = [h.position for h in hits]
+    assert order == sorted(set(order))
+    scored = [h for h in hits if h.score > 0]
+    assert len(scored) == 3 and len(hits) > 3
+    for h in hits:
+        assert h.doc_id == index.documents[doc].doc_id and h.para_idx >= 1
+        assert index.sec_id[h.position] == h.sec_id
+
+
+def test_read_section_clips_to_the_section(index, doc):
+    tools = deepread.DeepReadTools(index, doc)
+    entry = max(index.toc(doc), key=lambda e: e["n_paragraphs"])
+    n = entry["n_paragraphs"]
+    paragraphs = tools.read_section(doc, entry["sec_id"], start=-5, end=n + 10)
+    assert [p.para_idx for p in paragraphs] == list(range(1, n + 1))
+    assert tools.read_section(doc, entry["sec_id"], start=n + 1) == []
+    with pytest.raises(KeyError, match="no section"):
+        tools.read_section(doc, 10_000)
+
+
+def test_deepread_offline_policy_locates_then_reads(engine):
+    result = engine.answer(
+        "What is the Receptiviti score of user A2GBIFL43U1LKJ?", "deepread", PAPER
+    )
+    assert [s["op"] for s in result["trace"]] == ["Retrieve", "ReadSection"]
+    assert 4 in {e["page"] for e in result["evidence"]}
+
+
+# ---- LAD-RAG ------------------------------------------------------------------------------------
+def test_graph_filter_is_validated_data(index, doc):
+    tools = ladrag.LadRagTools(index, doc)
+    tables = tools.graph_filter({"kinds": ["table"], "page_from": 4, "page_to": 4})
+    assert len(tables) == 3 and all(index.kind[p] == "table" for p in tables)
+    found = tools.graph_filter({"text_contains": "A2GBIFL43U1LKJ", "kinds": ["table"]})
+    assert found and all("A2GBIFL43U1LKJ" in index.node_text(p) for p in found)
+    for bad, message in [
+        ({"kinds": ["tabel"]}, "kinds"),
+        ({"page_from": 5, "page_to": 2}, "page_from"),
+        ({"code": "__import__('os').system('true')"}, "code"),
+        ({"limit": "many"}, "limit"),
+        (["kinds"], "JSON object"),
+    ]:
+        with pytest.raises(ladrag.FilterSpecError, match=message):
+            tools.graph_filter(bad)
+
+
+def test_contextualize_brings_caption_and_community(index, doc):
+    tools = ladrag.LadRagTools(index, doc)
+    table = _labelled(index, doc, "table", "Table 3")
+    context = tools.contextualize(table)
+    captions = context["neighbours"].get("caption_of:in", [])
+    assert any(_caption(index, c).startswith("Table 3") for c in captions)
+    assert context["community"] >= 0 and context["community_members"]
+    assert all(index.community[m] == context["community"] for m in context["community_members"])
+
+
+# ---- the one API --------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["auto", "bookrag", "deepread", "zoom", "ladrag", "dense"])
+def test_every_method_answers_in_one_shape(engine, method):
+    result = engine.answer("What datasets are used in the study?", method, PAPER, k=5)
+    assert result["error"] is None, result["error"]
+    assert result["evidence"] and result["plan"] and "total_s" in result["timings"]
+    for unit in result["evidence"]:
+        assert unit["doc"] == PAPER and unit["page"] >= 1 and unit["text"]
+        assert {"doc_id", "node_id", "sec_id", "para_idx", "score"} <= set(unit)
+
+
+@pytest.mark.parametrize(
+    ("question", "method", "doc", "message"),
+    [
+        ("", "auto", None, "empty"),
+        ("   ", "bookrag", None, "empty"),
+        ("x" * 5000, "auto", None, "longer"),
+        ("what?", "magic", None, "unknown method"),
+        ("what?", "auto", "missing.pdf", "no document"),
+    ],
+)
+def test_bad_requests_come_back_as_errors(engine, question, method, doc, message):
+    result = engine.answer(question, method, doc)
+    assert message in result["error"] and result["evidence"] == []
+
+
+def test_query_job_prints_json(paper_index):
+    command = [sys.executable, "-m", "jobs.query", "How many tables are on page 4?"]
+    command += ["--index", str(paper_index), "--doc", PAPER, "--json"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout[done.stdout.index("{") :])
+    assert result["answer"] == "3" and result["method"] == "bookrag"
+    bad = subprocess.run(
+        [sys.executable, "-m", "jobs.query", " ", "--index", str(paper_index)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "empty" in bad.stdout

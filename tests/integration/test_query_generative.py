@@ -1,0 +1,120 @@
+"""The query methods with a generative backend: the planner, Decompose, Reduce and the DeepRead
+ReAct loop call ``complete`` with JSON schemas and act on the answers; an unusable answer falls
+back to the rules. The model is a scripted double (the test is about the agents, not the model);
+embeddings stay the offline model's, as in the index."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from operators.models import ModelConfig, ModelError
+from operators.models.offline import OfflineBackend
+from pipelines.query_engine import QueryEngine
+from pipelines.query_index import QueryIndex
+from tests.conftest import PAPER
+
+
+class ScriptedModel(OfflineBackend):
+    """Offline embeddings; ``complete`` answers from a script keyed by the schema's fields."""
+
+    name = "openai"
+
+    def __init__(self, script: dict) -> None:
+        super().__init__(ModelConfig())
+        self.script = script
+        self.calls: list[tuple[list[dict], dict | None]] = []
+
+    def complete(self, messages: list[dict], schema: dict | None = None):
+        self.calls.append((messages, schema))
+        key = next((k for k in self.script if k in (schema or {}).get("properties", {})), None)
+        if key is None:
+            raise ModelError("no scripted answer for this schema")
+        answer = self.script[key]
+        if isinstance(answer, list):  # one answer per call, in order
+            answer = answer.pop(0) if len(answer) > 1 else answer[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _engine(paper_index, script: dict) -> tuple[QueryEngine, ScriptedModel]:
+    model = ScriptedModel(script)
+    return QueryEngine(QueryIndex.open(paper_index, backend=model), device="cpu"), model
+
+
+def test_react_loop_reads_what_the_model_asks_and_answers(paper_index):
+    index = QueryIndex.open(paper_index)
+    doc = index.find_document(PAPER)
+    section = next(e["sec_id"] for e in index.toc(doc) if e["title"].startswith("3.3"))
+    actions = [
+        {"thought": "find it", "action": "retrieve", "query": "dataset statistics items"},
+        {"thought": "bad call", "action": "read_section", "sec_id": 9999},
+        {"thought": "read", "action": "read_section", "sec_id": section, "start": 1, "end": 3},
+        {"thought": "done", "action": "answer", "answer": "8980"},
+    ]
+    engine, model = _engine(paper_index, {"action": actions})
+    result = engine.answer("How many items in the Amazon datasets?", "deepread", PAPER, k=3)
+    assert [s["op"] for s in result["trace"]] == [
+        "retrieve",
+        "read_section",
+        "read_section",
+        "Answer",
+    ]
+    assert result["answer"] == "8980" and result["answer_type"] == "generated"
+    read = {(e["sec_id"], e["para_idx"]) for e in result["evidence"]}
+    assert {(section, 1), (section, 2)} <= read
+    observations = [m["content"] for m in model.calls[-1][0] if m["role"] == "user"]
+    assert any("no section 9999" in o for o in observations)  # the error went back as a tool result
+    assert all(schema and "action" in schema["properties"] for _, schema in model.calls)
+
+
+def test_react_loop_stops_at_the_round_limit(paper_index):
+    from operators.query.deepread import DeepReadTools, react_loop
+
+    model = ScriptedModel({"action": [{"thought": "again", "action": "retrieve", "query": "x"}]})
+    index = QueryIndex.open(paper_index, backend=model)
+    out = react_loop(DeepReadTools(index, index.find_document(PAPER)), "anything?", max_rounds=4)
+    assert len(out.trace) == 4 and out.answer_type == "extractive"
+
+
+def test_planner_and_reduce_use_the_model(paper_index):
+    script = {
+        "category": [{"category": "global"}, {"category": "single-hop"}],
+        "filters": {
+            "filters": [{"filter_type": "table", "filter_value": None}],
+            "operation": "COUNT",
+        },
+        "entities": {"entities": ["Amazon-beauty"]},
+        "sections": {"sections": []},
+        "answer": {"answer": "Table 3"},
+    }
+    engine, model = _engine(paper_index, script)
+    counted = engine.answer("Tables, please: how many?", "bookrag", PAPER)
+    assert counted["query_class"] == "global" and counted["answer"] == str(len(counted["evidence"]))
+    assert counted["answer"] == "6"
+    single = engine.answer("Where are the dataset statistics?", "bookrag", PAPER)
+    assert single["query_class"] == "single-hop" and single["answer"] == "Table 3"
+    assert single["answer_type"] == "generated"
+    asked = [set((schema or {}).get("properties", {})) for _, schema in model.calls]
+    assert {"category"} in asked and {"answer"} in asked and {"entities"} in asked
+
+
+GARBAGE = {
+    "category": {"category": "banana"},
+    "filters": {"filters": "all of them", "operation": "DANCE"},
+    "entities": {"entities": 5},
+    "sections": {"sections": "first"},
+    "answer": {"answer": "whatever"},
+}
+FAILING = {key: ModelError("not JSON after 2 retries") for key in GARBAGE}
+
+
+@pytest.mark.parametrize("script", [FAILING, GARBAGE], ids=["model-error", "garbage"])
+def test_an_unusable_model_answer_falls_back_to_the_rules(paper_index, script):
+    engine, _ = _engine(paper_index, dict(script))
+    result = engine.answer("How many tables are on page 4?", "bookrag", PAPER)
+    assert result["error"] is None and result["query_class"] == "global"
+    assert result["answer"] == "3"
+    assert json.dumps(result)  # the whole result is plain JSON

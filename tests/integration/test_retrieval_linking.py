@@ -1,0 +1,271 @@
+"""Entity linking for ZoomRAG retrieval: title entities (passages linked to the titles they name,
+like hyperlinks), query linking (capitalised names, accents folded) and the bridge walk of
+Doc-Zoom (pipelines.retrieval)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from operators.graph.entity_linking import EntityLinker, title_forms, title_links
+from operators.walks.engine import make_engine
+from pipelines import retrieval as retrieval_module
+from pipelines.retrieval import Retrieval
+from pipelines.retrieval_corpus import TITLE_ENTITY, RetrievalCorpus
+
+
+def test_title_forms_drop_the_qualifier_and_a_leading_the():
+    assert title_forms("Lilu (mythology)") == ["Lilu (mythology)", "Lilu"]
+    assert title_forms("The Rank Organisation") == ["The Rank Organisation", "Rank Organisation"]
+    assert title_forms("Brother (Pearl Jam song)")[1] == "Brother"
+    assert title_forms("Alû") == ["Alû"]
+
+
+def test_capitalised_linking_skips_common_words_and_folds_accents():
+    linker = EntityLinker([["State"], ["Aschenbrödel"], ["Hank Snow"]], fold_accents=True)
+    text = "In which state was the composer of Aschenbrodel born, says hank Snow?"
+    assert linker.link(text, capitalised=True) == [1, 2]
+    assert linker.link("The State of the art", capitalised=True) == [0]
+    # The default (used by chunk linking and the PDF query engine) is unchanged.
+    plain = EntityLinker([["State"], ["Aschenbrödel"]])
+    assert plain.link("the state") == [0]
+    assert plain.link("Aschenbrodel") == []
+
+
+def test_title_links_own_title_and_named_titles():
+    names, links, own = title_links(
+        ["Hank Snow", "Hello Love (song)", "Hank Snow", ""],
+        ["He sang Hello Love.", "A song by hank snow.", "Hank Snow again", "Hello Love"],
+    )
+    assert names == [["Hank Snow"], ["Hello Love (song)", "Hello Love"]]
+    assert own == [0, 1, 0, -1]
+    # passage 1 names "hank snow" in lower case only: no link; the untitled passage 3 owns none.
+    assert sorted(links) == [(0, 0), (0, 1), (1, 1), (2, 0), (3, 1)]
+
+
+@pytest.fixture(scope="module")
+def hotpot(shared_data) -> dict[str, dict]:
+    path = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def test_hotpotqa_passages_link_the_titles_they_name(hotpot):
+    ids = list(hotpot)
+    names, links, _ = title_links(
+        [hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids]
+    )
+    entity = {n[0]: e for e, n in enumerate(names)}
+    linked = {(ids[p], e) for p, e in links}
+    # Bridge questions: the first passage names the second passage's title in its text.
+    assert ("p24", entity["Recovery of Aristotle"]) in linked  # Haymo of Faversham
+    assert ("p5", entity["Alû"]) in linked  # Lilu (mythology)
+    assert ("p5", entity["Lilu (mythology)"]) in linked  # its own title
+    assert len(links) > len(ids)  # more than the own-title links
+    # A question names a title by its short form.
+    linker = EntityLinker(names, max_words=10, fold_accents=True)
+    found = [names[e][0] for e in linker.link("If Gallu is a demon Lilu is what?", True)]
+    assert "Lilu (mythology)" in found
+
+
+def _corpus(doc_vectors: np.ndarray, doc_entity: sp.csr_matrix) -> RetrievalCorpus:
+    n, m = doc_entity.shape
+    return RetrievalCorpus(
+        doc_ids=[f"d{i}" for i in range(n)],
+        uris=[f"c.jsonl#p{i}" for i in range(n)],
+        titles=[f"T{i}" for i in range(n)],
+        texts=[f"text {i}" for i in range(n)],
+        doc_vectors=doc_vectors,
+        entity_ids=[f"e{j}" for j in range(m)],
+        entity_names=[[f"Entity {j}"] for j in range(m)],
+        doc_entity=doc_entity,
+        passage=[True] * n,
+    )
+
+
+def _bridge_corpus() -> tuple[RetrievalCorpus, np.ndarray, sp.csr_matrix]:
+    """Doc 0 answers the first hop (it is the query's direction); doc 1 shares only entity 0
+    with doc 0 and is orthogonal to the query; docs 2..n are mildly similar distractors, each
+    with an entity of its own."""
+    rng = np.random.default_rng(0)
+    dim, n = 32, 60
+    q = np.zeros(dim)
+    q[0] = 1.0
+    x = rng.normal(size=(n, dim)) * 0.3
+    x[:, 0] = 0.0
+    x[0] = q
+    x[1, 1] = 1.0
+    x[2:8, 0] = 2.0  # distractors close to the query (linked to it directly)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    rows = [0, 1] + list(range(2, n))
+    cols = [0, 0] + list(range(1, n - 1))
+    doc_entity = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n - 1))
+    return _corpus(x, doc_entity), q[None], sp.csr_matrix((1, n - 1))
+
+
+def _query_walk_alone(retrieval: Retrieval, q, query_entity) -> np.ndarray:
+    nd = retrieval.corpus.n_docs
+    return retrieval_module._node_distribution(retrieval.engine.walk(q, query_entity)[0], nd)[
+        :, :nd
+    ]
+
+
+def test_bridge_walk_brings_the_next_hop_into_the_top():
+    corpus, q, query_entity = _bridge_corpus()
+    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    order = np.argsort(-docs[0], kind="stable")
+    assert order[0] == 0 and order[1] == 1
+    alone = _query_walk_alone(retrieval, q, query_entity)
+    assert list(np.argsort(-alone[0], kind="stable")).index(1) > 5  # one walk: out of reach
+
+
+def test_round_robin_takes_the_lists_in_turn_and_skips_taken_documents():
+    query_list = np.array([[0.9, 0.8, 0.7, 0.0, 0.0, 0.1], [0.9, 0.8, 0.7, 0.0, 0.0, 0.1]])
+    bridge_list = np.array([[-1.0, 0.5, 0.0, 0.9, 0.2, 0.0], [-1.0, 0.5, 0.0, 0.9, 0.2, 0.0]])
+    fused = retrieval_module._round_robin(query_list, bridge_list, np.array([True, False]), 5)
+    # row 0: q0, b3, q1, b4 (b1 taken), q2; the seed (-1) and unreached documents never come
+    # from the bridge list. Row 1 has no bridge: the query list alone.
+    assert list(np.argsort(-fused[0], kind="stable")[:5]) == [0, 3, 1, 4, 2]
+    assert list(np.argsort(-fused[1], kind="stable")[:4]) == [0, 1, 2, 5]
+    np.testing.assert_allclose(
+        sorted(fused[0], reverse=True)[:6], [1, 1 / 2, 1 / 3, 1 / 4, 1 / 5, 0]
+    )
+
+
+def test_bridge_list_prefers_the_next_hop_about_the_question():
+    """The query names document 0 by its title (entity 0); document 0 names entities 1 and 2,
+    owned by documents 1 and 2, which the bridge walk reaches with equal mass (the graph is
+    symmetric in them); document 2 is nearer the question, so it is the bridge list's first."""
+    dim, n = 16, 40
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(n, dim))
+    x[:, :6] = 0.0
+    x[:3] = 0.0
+    x[0, 3] = x[1, 4] = x[2, 5] = 1.0
+    x[2, 0] = 0.5
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = np.zeros((1, dim))
+    q[0, 0] = 1.0
+    rows = [0, 0, 0, 1, 2] + list(range(3, n))
+    cols = [0, 1, 2, 1, 2] + list(range(3, n))
+    doc_entity = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    corpus = _corpus(x, doc_entity)
+    corpus.title_entity = np.full(n, -1)
+    corpus.title_entity[0] = 0
+    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    query_entity = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
+    bridge_only = sp.csr_matrix(([1.0, 1.0], ([0, 0], [1, 2])), shape=(1, n))
+    walk = _query_walk_alone(retrieval, np.zeros_like(q), bridge_only)[0]
+    assert walk[1] == pytest.approx(walk[2])  # the walk alone cannot tell them apart
+    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    assert list(np.argsort(-docs[0], kind="stable")[:2]) == [0, 2]
+
+
+def test_a_named_title_passage_leads_the_ranking():
+    """The query names entity 0, which document 5 carries as its own title and many other
+    documents mention; document 5 is far from the query's direction."""
+    corpus, q, _ = _bridge_corpus()
+    n, m = corpus.doc_entity.shape
+    mentions = [5, *range(10, 30)]
+    extra = sp.csr_matrix((np.ones(21), (mentions, np.zeros(21, int))), shape=(n, m))
+    corpus.doc_entity = ((corpus.doc_entity + extra) > 0).astype(np.float64).tocsr()
+    query_entity = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, m))
+    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    without, _ = retrieval.doc_zoom_scores(q, query_entity)
+    assert np.argsort(-without[0], kind="stable")[0] != 5
+    corpus.title_entity = np.full(n, -1)
+    corpus.title_entity[5] = 0
+    named = retrieval.named_passages(query_entity)
+    assert named.toarray()[0].nonzero()[0].tolist() == [5]
+    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    assert np.argsort(-docs[0], kind="stable")[0] == 5
+
+
+def test_hotpotqa_comparison_reaches_both_named_title_passages(hotpot):
+    """'Who is the oldest, Sid Haig or Vic Darchinyan?': seven other passages mention Sid Haig,
+    so the walk alone spreads his entity's mass; both title passages must lead the ranking.
+    Real link structure (title entities of the HotpotQA passages), random document vectors."""
+    ids = list(hotpot)
+    names, links, _ = title_links(
+        [hotpot[i]["title"] for i in ids], [hotpot[i]["text"] for i in ids]
+    )
+    rows, cols = zip(*links, strict=True)
+    doc_entity = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(names)))
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(ids), 32))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    corpus = _corpus(vectors, doc_entity)
+    corpus.entity_names = names
+    key = {n[0]: e for e, n in enumerate(names)}
+    corpus.title_entity = np.array([key[hotpot[i]["title"]] for i in ids])
+    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    question = "Who is the oldest, Sid Haig or Vic Darchinyan?"
+    query_entity = retrieval.link_entities([question])
+    assert doc_entity[:, key["Sid Haig"]].nnz >= 8
+    q = rng.normal(size=(1, 32))
+    walk = _query_walk_alone(retrieval, q, query_entity)
+    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    top = {ids[d] for d in np.argsort(-docs[0], kind="stable")[:2]}
+    assert top == {"p170", "p172"}
+    # the walk alone does not rank both title passages first
+    assert {ids[d] for d in np.argsort(-walk[0], kind="stable")[:2]} != {"p170", "p172"}
+
+
+def test_bridge_scores_of_a_batch_equal_each_query_alone():
+    corpus, q, _ = _bridge_corpus()
+    rng = np.random.default_rng(1)
+    queries = np.vstack([q, rng.normal(size=(2, q.shape[1]))])
+    query_entity = sp.csr_matrix(
+        ([1.0, 1.0], ([1, 2], [0, 5])), shape=(3, corpus.doc_entity.shape[1])
+    )
+    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    docs, entities = retrieval.doc_zoom_scores(queries, query_entity)
+    for i in range(3):
+        one_docs, one_entities = retrieval.doc_zoom_scores(queries[i : i + 1], query_entity[i])
+        np.testing.assert_allclose(docs[i], one_docs[0], rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(entities[i], one_entities[0], rtol=1e-9, atol=1e-15)
+    # positions 0..TOP_K-1 of the fused ranking score 1/(1 + p); the rest 0
+    expected = 1 / (1 + np.arange(retrieval_module.TOP_K))
+    for row in docs:
+        np.testing.assert_allclose(np.sort(row[row > 0])[::-1], expected)
+
+
+def test_a_zero_query_vector_links_no_document():
+    """The bridge walk's start node is a zero vector: it must link entities only."""
+    corpus, q, _ = _bridge_corpus()
+    engine = make_engine("cpu").fit(corpus.doc_vectors, corpus.doc_entity)
+    seeds = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, corpus.doc_entity.shape[1]))
+    _, nodes, _, _ = engine.query_links(np.zeros_like(q), seeds)
+    assert [int(j) for j in nodes] == [corpus.n_docs + 3]
+
+
+def test_indexed_hotpotqa_passages_get_title_entities(ray_session, hotpot, tmp_path):
+    """Through the index job and load_corpus: title entities follow the index's entities, and
+    zoom ranks both passages of a bridge question first."""
+    from pipelines.index_pipeline import run_index
+    from pipelines.retrieval_corpus import load_corpus
+
+    keep = ["p5", "p9", "p10", "p15", "p21", "p24", "p0", "p1", "p2", "p3", "p4", "p6"]
+    corpus_file = tmp_path / "corpus.jsonl"
+    corpus_file.write_text("".join(json.dumps(hotpot[i]) + "\n" for i in keep))
+    summary = run_index([str(corpus_file)], tmp_path / "index")
+    assert summary.ok == len(keep), summary.failures
+    corpus = load_corpus(tmp_path / "index")
+    titles = [i for i, e in enumerate(corpus.entity_ids) if e.startswith(TITLE_ENTITY)]
+    assert titles and min(titles) == corpus.n_index_entities
+    position = {corpus.external_id(d): d for d in range(corpus.n_docs)}
+    named = {corpus.entity_names[e][0] for e in corpus.doc_entity[position["p24"]].indices}
+    assert {"Recovery of Aristotle", "Haymo of Faversham"} <= named
+    assert corpus.entity_ids[corpus.title_entity[position["p24"]]] == "title:haymo of faversham"
+    retrieval = Retrieval.open(tmp_path / "index", device="cpu")
+    question = (
+        "What language were books being translated into during the era of Haymo of Faversham?"
+    )
+    hits = retrieval.retrieve([question], "zoom", k=2)[0]
+    assert {h.id for h in hits} == {"p21", "p24"}
+    assert hits[0].chunks  # Chunk-Zoom evidence still attached
