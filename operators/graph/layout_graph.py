@@ -29,16 +29,11 @@ import json
 import re
 from collections.abc import Iterable
 
-WEIGHTS: dict[str, float] = {
-    "part_of": 1.0,
-    "next": 1.0,
-    "caption_of": 2.0,
-    "references": 1.0,
-    "continues": 2.0,
-}
-EDGE_TYPES = tuple(WEIGHTS)
-_STRUCTURE = ("root", "section")
-_FIGURES = ("table", "image")
+from operators.kinds import EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
+
+WEIGHTS = EDGE_WEIGHTS
+_STRUCTURE = STRUCTURE_KINDS
+_FIGURES = FIGURE_KINDS
 _SENTENCE_END = (".", "!", "?", ":", '"', "”", "’", ")")
 _MIN_CONTINUED_WORDS = 8
 _DIGITS = re.compile(r"[\d\s]+")

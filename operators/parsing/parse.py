@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
+from operators.kinds import FORMULA, IMAGE, TABLE, TEXT
 from operators.parsing.tables import bounds, ruled_tables, table_grid
 
 # Block kinds produced here. ``operators.structure.blocks`` refines "text" into title candidates,
 # headers/footers, captions and lists once it has seen the whole document.
-TEXT, TABLE, IMAGE, FORMULA = "text", "table", "image", "formula"
 
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _ITALIC_NAME = re.compile(r"italic|oblique|[-_,](it|ital|obl)$", re.IGNORECASE)

@@ -8,9 +8,9 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from operators.parsing.parse import TEXT, Block, font_family, measure_space_above
+from operators.kinds import CAPTION, FOOTER, HEADER, LIST, TEXT, TITLE
+from operators.parsing.parse import Block, font_family, measure_space_above
 
-HEADER, FOOTER, CAPTION, LIST, TITLE = "header", "footer", "caption", "list", "title"
 # Key of ``Block.extra`` for a title candidate that counts in its style's statistics but is
 # never a heading, whatever the section filter decides; the value says why.
 NEVER_HEADING = "never_heading"

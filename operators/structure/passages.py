@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.structure.tree import ROOT, Node, count_tokens, toc_skeleton
+from operators.kinds import ROOT
+from operators.structure.tree import Node, count_tokens, toc_skeleton
 
 PASSAGE_SUFFIXES = (".jsonl",)
 

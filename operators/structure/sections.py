@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Protocol
 
-from operators.parsing.parse import TEXT, Block, font_family
-from operators.structure.blocks import NEVER_HEADING, TITLE, BodyStyle
+from operators.kinds import TEXT, TITLE
+from operators.parsing.parse import Block, font_family
+from operators.structure.blocks import NEVER_HEADING, BodyStyle
 
 MAX_LEVEL = 6
 CONTINUES = "continues the title above"

@@ -10,11 +10,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from operators.parsing.parse import FORMULA, IMAGE, TABLE, TEXT, Block
-from operators.structure.blocks import CAPTION, FOOTER, HEADER, LIST, TITLE
+from operators.kinds import (
+    CAPTION,
+    FOOTER,
+    FORMULA,
+    HEADER,
+    IMAGE,
+    LIST,
+    ROOT,
+    SECTION,
+    TABLE,
+    TEXT,
+    TITLE,
+)
+from operators.parsing.parse import Block
 from operators.structure.sections import Heading
 
-ROOT, SECTION = "root", "section"
 LEAF_KINDS = {
     TEXT: "text",
     LIST: "list",

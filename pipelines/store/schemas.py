@@ -9,7 +9,6 @@ ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations
 EDGES, COMMUNITIES = "edges", "communities"  # the LAD-RAG document graph (operators/layout_graph)
 EMBED_DIM = 384  # all-MiniLM-L6-v2, the offline default; see vector_schemas for others
 
-DOCUMENT_STATUSES = ("ok", "failed", "skipped", "needs_ocr")
 
 documents_schema = pa.schema(
     [
@@ -17,7 +16,7 @@ documents_schema = pa.schema(
         ("uri", pa.string()),
         ("title", pa.string()),
         ("n_pages", pa.int32()),
-        ("status", pa.string()),  # one of DOCUMENT_STATUSES
+        ("status", pa.string()),  # one of operators.kinds.DOCUMENT_STATUSES
         ("error", pa.string()),
         ("stage_timings", pa.string()),  # JSON: stage → seconds
         ("indexed_at", pa.timestamp("us", tz="UTC")),
