@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pymupdf
 
 from operators.parsing.parse import Block, document_metadata, parse_pages
-from operators.structure.blocks import BodyStyle, classify_blocks
+from operators.structure.blocks import classify_blocks
+from operators.structure.furniture import BodyStyle
 from operators.structure.sections import (
     Heading,
     SectionContext,

@@ -6,16 +6,28 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 
-from operators.kinds import CAPTION, FOOTER, HEADER, LIST, TEXT, TITLE
-from operators.parsing.parse import Block, font_family, measure_space_above
+from operators.kinds import CAPTION, LIST, TEXT, TITLE
+from operators.parsing.parse import Block, font_family
+from operators.structure.furniture import (
+    PAGE_NUMBER,
+    STARTS_WITH_PAGE,
+    BodyStyle,
+    blocks_by_page,
+    body_style,
+    contents_pages,
+    ends_with_page,
+    front_matter_pages,
+    mark_contents_entries,
+    mark_headers_footers,
+    recurring_labels,
+    space_below_furniture,
+)
 
 # Key of ``Block.extra`` for a title candidate that counts in its style's statistics but is
 # never a heading, whatever the section filter decides; the value says why.
 NEVER_HEADING = "never_heading"
 
-_MARGIN = 0.085  # share of the page height that running headers and footers live in
 _CAPTION = re.compile(
     r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box|graph|diagram|scheme)\.?\s*"
     r"([0-9]+|[ivxlc]+|[a-z])([.:\-–—)]|\s|$)",
@@ -30,17 +42,10 @@ _ENUM = r"\(?[a-z0-9]{1,2}\)"  # a list item's letter or number label: "a)", "(1
 _BULLET = re.compile(rf"^([•◦▪‣●○■□►✓➢–—\-*·]|{_ENUM})\s+\S")
 _ENUM_LABEL = re.compile(rf"^{_ENUM}\s+\S")  # "a) …", "(1) …"
 _SECTION_LABEL = re.compile(r"^([0-9]{1,2}(\.[0-9]{1,2})*\.?|[A-Z]\.?|[IVX]{1,4}\.?)$")
-_MAX_CONTENTS_BLOCKS = 400  # more text blocks than a contents page has
-_FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
-_PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
 # A front-matter running head with its folio, printed once: "xii  Acknowledgments".
-_ROMAN_FOLIO = re.compile(r"^[ivxl]{1,6}\s{2,}\S.{0,80}$|^.{1,80}\S\s{2,}[ivxl]{1,6}$")
-_ENDS_WITH_PAGE = re.compile(r"[A-Za-z][^0-9]{0,80}\s([0-9]{1,4}|[ivxlc]{1,6})$")
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?\s+[A-Z]")  # "2.3 Title"
 _NUMBERED_HEAD = re.compile(r"^\d{1,2}(\.\d{1,2})*\.\s*[A-Z][a-z]")  # "3.Title", "3. Title"
 _HANGING_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?\s+\S")  # "1.4  Title", "3. Title"
-_PAGE_TAIL = frozenset("0123456789ivxlc")
-_STARTS_WITH_PAGE = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\s+[A-Za-z]")
 _ADDRESS = re.compile(r"@|https?://|www\.|arxiv:\d", re.IGNORECASE)
 _LETTERS = re.compile(r"[A-Za-z\u00c0-\u024f]")
 _WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2}")
@@ -81,89 +86,6 @@ _APPARATUS = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class BodyStyle:
-    """The document's body text style: the size carrying the most characters."""
-
-    font_size: float
-    bold: bool
-    family: str
-    paragraph_gap: float = 0.0  # typical white space above a body paragraph, points
-
-
-def body_style(blocks: list[Block]) -> BodyStyle:
-    sizes: Counter = Counter()
-    families: Counter = Counter()
-    bold_chars = 0
-    total = 0
-    for b in blocks:
-        if b.kind == TEXT:
-            sizes[round(b.font_size * 2) / 2] += len(b.text)
-            families[font_family(b.font)] += len(b.text)
-            total += len(b.text)
-            bold_chars += len(b.text) if b.bold else 0
-    if not sizes:
-        return BodyStyle(font_size=10.0, bold=False, family="")
-    font_size = sizes.most_common(1)[0][0]
-
-    def body_text(b: Block) -> bool:
-        return b.kind == TEXT and round(b.font_size * 2) / 2 == font_size
-
-    # The gap between two body paragraphs in a row: not a note's, a caption's or the first
-    # paragraph's under a running header, which are wider and would hide a heading's space.
-    between = sorted(
-        b.space_above
-        for a, b in zip(blocks, blocks[1:], strict=False)
-        if a.page == b.page and body_text(a) and body_text(b)
-    )
-    at_body = sorted(b.space_above for b in blocks if body_text(b))
-    return BodyStyle(
-        font_size=font_size,
-        bold=bold_chars > total / 2,
-        family=families.most_common(1)[0][0],
-        paragraph_gap=min(g[len(g) // 2] for g in (between, at_body) if g),
-    )
-
-
-def _shape(text: str) -> str:
-    """Text with page numbers dropped and other digits folded, so that 'Page 12' and
-    'Page 13', 'xiv Preface' and 'Preface xv' (left and right pages) look alike."""
-    text = re.sub(r"^([0-9]+|[ivxlc]+)\b|\b([0-9]+|[ivxlc]+)$", "", text.lower().strip())
-    return re.sub(r"\d+", "#", text).strip()
-
-
-def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
-    """Blocks in the top or bottom margin that repeat across pages, or are page numbers."""
-    in_margin: list[tuple[Block, str]] = []
-    for b in blocks:
-        if b.kind != TEXT or b.n_lines > 3:
-            continue
-        if b.y1 <= b.page_height * _MARGIN:
-            in_margin.append((b, HEADER))
-        elif b.y0 >= b.page_height * (1 - _MARGIN):
-            in_margin.append((b, FOOTER))
-    pages_by_shape: dict[str, set[int]] = defaultdict(set)
-    for b, _ in in_margin:
-        pages_by_shape[_shape(b.text)].add(b.page)
-    repeat_floor = 2 if n_pages < 10 else 3
-    marked: dict[int, list[Block]] = defaultdict(list)
-    for b, kind in in_margin:
-        if (
-            _PAGE_NUMBER.match(b.text.strip())
-            or _ROMAN_FOLIO.match(b.text.strip())
-            or len(pages_by_shape[_shape(b.text)]) >= repeat_floor
-        ):
-            b.kind = kind
-            marked[b.page].append(b)
-    # A line beside running furniture on the same baseline ("4 | Chapter 2. Installation",
-    # the section name a footer carries on one or two pages only) is furniture too.
-    for b, kind in in_margin:
-        if b.kind == TEXT and any(
-            abs(m.y1 - b.y1) < 2 and (m.x1 <= b.x0 or b.x1 <= m.x0) for m in marked[b.page]
-        ):
-            b.kind = kind
-
-
 def is_title_shaped(text: str) -> bool:
     """Short, has letters, does not read like a sentence fragment or a page number."""
     words = text.split()
@@ -175,7 +97,7 @@ def is_title_shaped(text: str) -> bool:
         return False  # a formula's line ("C 591,2 ="), not a title ("v2.18.0 (27/10/2021)")
     if text.rstrip().endswith((",", ";", ":")) and len(words) > 3:
         return False
-    return not _PAGE_NUMBER.match(text.strip())
+    return not PAGE_NUMBER.match(text.strip())
 
 
 def _unfinished(first: Block, second: Block) -> bool:
@@ -268,12 +190,12 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     mark_headers_footers(blocks, n_pages)
     body = body_style(blocks)
     blocks[:] = join_split_headings(blocks, body)
-    _space_below_furniture(blocks)
+    space_below_furniture(blocks)
     columns = _text_columns(blocks, body)
-    toc_pages = _contents_pages(blocks)
-    labels = _recurring_labels(blocks)
+    toc_pages = contents_pages(blocks)
+    labels = recurring_labels(blocks)
     cells = _table_cells(blocks)
-    front = _front_matter_pages(blocks, body, toc_pages)
+    front = front_matter_pages(blocks, body, toc_pages)
     small_print = _small_print_pages(blocks, body)
     small_columns = _small_print_columns(blocks, small_print)
     for b in blocks:
@@ -294,28 +216,17 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
             b.n_lines <= 4
             and is_title_shaped(text)
             and _stands_out(b, body, columns, labels)
-            and not (
-                b.page in toc_pages and (_ends_with_page(text) or _STARTS_WITH_PAGE.match(text))
-            )
+            and not (b.page in toc_pages and (ends_with_page(text) or STARTS_WITH_PAGE.match(text)))
         ):
             b.kind = TITLE
             if id(b) in cells:  # a candidate still (its style's statistics count it), never
                 b.extra[NEVER_HEADING] = "table cell"  # a heading: see resolve_headings
             if b.page in front:
                 b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
-    _mark_contents_entries(blocks, toc_pages)
+    mark_contents_entries(blocks, toc_pages)
     _mark_run_in_terms(blocks)
     blocks[:] = _join_caption_titles(blocks)
     return body
-
-
-def _blocks_by_page(blocks: list[Block], kinds: tuple[str, ...]) -> dict[int, list[Block]]:
-    """The blocks of the given kinds, page by page, in document order."""
-    by_page: dict[int, list[Block]] = defaultdict(list)
-    for b in blocks:
-        if b.kind in kinds:
-            by_page[b.page].append(b)
-    return by_page
 
 
 def _mark_run_in_terms(blocks: list[Block]) -> None:
@@ -323,7 +234,7 @@ def _mark_run_in_terms(blocks: list[Block]) -> None:
     3) is a digital audio encoding …" in a glossary, a bold lead-in before its sentence) is a
     run-in term: still a candidate (its style's statistics count it), never a heading (see
     sections.resolve_headings). A heading's line holds nothing else."""
-    for page_blocks in _blocks_by_page(blocks, (TEXT, TITLE)).values():
+    for page_blocks in blocks_by_page(blocks, (TEXT, TITLE)).values():
         texts = [t for t in page_blocks if t.kind == TEXT]
         for b in page_blocks:
             if b.kind != TITLE or b.n_lines != 1:
@@ -358,35 +269,6 @@ def _join_caption_titles(blocks: list[Block]) -> list[Block]:
     return joined
 
 
-def _mark_contents_entries(blocks: list[Block], toc_pages: set[int], within: int = 3) -> None:
-    """On the book's contents (the first run of contents pages in its first 30 pages, and
-    runs that start within ``within`` pages of it: a list of figures), the title candidates
-    set smaller than the contents' own heading are its entries ("Preface", "Part I:"), not
-    sections; they are flagged like front matter. The heading ("Contents", "List of Maps")
-    and any as large stay."""
-    pages = sorted(p for p in toc_pages if p <= 30)
-    if not pages:
-        return
-    runs: list[list[int]] = [[pages[0]]]
-    for page in pages[1:]:
-        if page == runs[-1][-1] + 1:
-            runs[-1].append(page)
-        elif page - runs[-1][-1] <= within:
-            runs.append([page])
-        else:
-            break
-    titles = [b for b in blocks if b.kind == TITLE]
-    for run in runs:
-        on_run = [b for b in titles if run[0] <= b.page <= run[-1]]
-        heads = [b for b in on_run if b.page == run[0]]
-        if not heads:
-            continue
-        size = heads[0].font_size
-        for b in on_run:
-            if b.font_size < size - 0.25:
-                b.extra["front_matter"] = True  # see sections.LayoutSectionFilter
-
-
 def _small_print_pages(blocks: list[Block], body: BodyStyle) -> dict[int, BodyStyle]:
     """Pages of running text set smaller than the body (an appendix or the notes in small
     type): at least 800 characters in blocks of 3 or more lines at one smaller size, and no
@@ -412,7 +294,7 @@ def _small_print_columns(
     """The text's left and right edges on small-print pages, from their own text size."""
     if not small_print:
         return {}
-    by_page = _blocks_by_page(blocks, (TEXT,))
+    by_page = blocks_by_page(blocks, (TEXT,))
     edges: dict[int, tuple[float, float]] = {}
     for page, local in small_print.items():
         edges |= _text_columns(by_page[page], local)
@@ -450,27 +332,6 @@ def _labelled_heading(
     )
 
 
-def _front_matter_pages(blocks: list[Block], body: BodyStyle, toc_pages: set[int]) -> set[int]:
-    """Sparse pages before the table of contents that carry no running text (no body-size
-    block of 3 or more lines, at most ``_FRONT_BLOCKS`` blocks): half title, series page,
-    title page, dedication. Their large lines are the book's title, authors and publisher,
-    not sections. (A manual's dense instruction pages before its contents are not.)"""
-    if not toc_pages or min(toc_pages) > 20:
-        return set()
-    first_toc = min(toc_pages)
-    prose = {
-        b.page
-        for b in blocks
-        if b.kind == TEXT and b.n_lines >= 3 and abs(b.font_size - body.font_size) < 0.6
-    }
-    count = Counter(b.page for b in blocks if b.kind not in (HEADER, FOOTER))
-    return {
-        page
-        for page, n in count.items()
-        if page < first_toc and page not in prose and n <= _FRONT_BLOCKS
-    }
-
-
 def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
     """Ids of the one-line text blocks that sit side by side with another one-line block on
     the same line, on pages with at least ``min_rows`` such lines: the cells of a table
@@ -502,83 +363,6 @@ def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
         if rows >= min_rows:
             cells |= paired
     return cells
-
-
-def _space_below_furniture(blocks: list[Block]) -> None:
-    """White space above each block measured again without the running headers and footers:
-    the first line under a running header starts the text area, and the header's distance
-    is no evidence that it sits in the flow of the text (an italic "B. The Patent" at the top
-    of a page was taken for emphasis). Pages without a header or footer keep their values."""
-    by_page: dict[int, list[Block]] = defaultdict(list)
-    furnished: set[int] = set()
-    for b in blocks:
-        if b.kind in (HEADER, FOOTER):
-            furnished.add(b.page)
-        else:
-            by_page[b.page].append(b)
-    for page in furnished:
-        measure_space_above(by_page[page])
-
-
-def _ends_with_page(text: str) -> bool:
-    """A line ending in a page number ("Introduction .... 12"), in the last 100 characters.
-    The last character is checked first: the pattern's backtracking is the costly part."""
-    tail = text[-100:]
-    return tail.rstrip("\n")[-1:] in _PAGE_TAIL and _ENDS_WITH_PAGE.search(tail) is not None
-
-
-def _recurring_labels(blocks: list[Block], times: int = 8) -> set[str]:
-    """Short texts printed again and again ("KEY INDICATORS" in every country profile):
-    box labels, not section titles."""
-    counts = Counter(b.text for b in blocks if b.kind == TEXT and len(b.text) < 60)
-    return {text for text, n in counts.items() if n >= times}
-
-
-def _contents_pages(blocks: list[Block]) -> set[int]:
-    """Pages of a table of contents (or an index): many lines end with a page number, or,
-    in the front matter, start with one, or have one set apart at the right, level with the
-    entry's last line."""
-    last_page = max((b.page for b in blocks), default=0)
-    per_page: Counter = Counter(
-        b.page
-        for b in blocks
-        if b.kind == TEXT
-        and (
-            _ends_with_page(b.text)
-            or (b.page <= max(20, last_page // 10) and _STARTS_WITH_PAGE.match(b.text))
-        )
-    )
-    # Page numbers set apart at the right, on the line of the entry they belong to.
-    for page, page_blocks in _blocks_by_page(blocks, (TEXT,)).items():
-        if len(page_blocks) > _MAX_CONTENTS_BLOCKS:
-            continue  # a page of table cells, not a contents page (and quadratic below)
-        numbers = [b for b in page_blocks if b.n_lines == 1 and _PAGE_NUMBER.match(b.text.strip())]
-        beside = sorted(
-            (n for n in numbers if _number_beside_entry(n, page_blocks)), key=lambda n: n.y0
-        )
-        arabic = [int(n.text.strip()) for n in beside if n.text.strip().isdigit()]
-        if arabic == sorted(arabic):  # a contents' page numbers only grow down the page
-            per_page[page] += len(beside)
-    found = {page for page, n in per_page.items() if n >= 4}
-    # The book's contents (in its first 30 pages) may end on a page of a few entries.
-    return found | {
-        page + 1
-        for page in found
-        if page <= 30 and page + 1 not in found and per_page[page + 1] >= 2
-    }
-
-
-def _number_beside_entry(number: Block, page_blocks: list[Block]) -> bool:
-    """A page number at the right end of its line, whose neighbour on the left is words (an
-    entry's last line), not another figure (a table's row)."""
-    line = [e for e in page_blocks if e is not number and -2 <= number.y1 - e.y1 <= 1]
-    if any(e.x0 > number.x1 for e in line):
-        return False
-    left = [e for e in line if e.x1 < number.x0]
-    if not left:
-        return False
-    nearest = max(left, key=lambda e: e.x1)
-    return sum(c.isalpha() for c in nearest.text) >= 3
 
 
 def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:

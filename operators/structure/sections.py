@@ -27,7 +27,8 @@ from typing import Protocol
 
 from operators.kinds import TEXT, TITLE
 from operators.parsing.parse import Block, font_family
-from operators.structure.blocks import NEVER_HEADING, BodyStyle
+from operators.structure.blocks import NEVER_HEADING
+from operators.structure.furniture import BodyStyle
 
 MAX_LEVEL = 6
 CONTINUES = "continues the title above"
