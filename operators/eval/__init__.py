@@ -1,0 +1,2 @@
+"""Evaluation material: QA metrics, heading gold and matching, the sample-corpus generator
+(docs/architecture.md §1)."""

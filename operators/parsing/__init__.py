@@ -1,0 +1,2 @@
+"""PDF parsing with PyMuPDF: probing files, typed blocks per page, ruled tables
+(docs/architecture.md §3)."""

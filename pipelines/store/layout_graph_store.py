@@ -1,4 +1,4 @@
-"""The ``edges`` and ``communities`` tables (the LAD-RAG document graph, DESIGN.md §3).
+"""The ``edges`` and ``communities`` tables (the LAD-RAG document graph; docs/architecture.md §4).
 
 The index job computes each document's graph at assemble time (``operators.graph.layout_graph``)
 and carries it as JSON columns; ``append_graph`` writes those rows, edges first, then
