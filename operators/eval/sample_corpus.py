@@ -313,6 +313,41 @@ def _section(w: _Writer, rng: random.Random, number: str, name: str, with_table:
             w.paragraph(para)
 
 
+def _finish_book(
+    doc: pymupdf.Document, w: _Writer, index: int, title: str, themes: list
+) -> tuple[bool, bool]:
+    """Page labels (book 1), running header and footer, outline (even books), metadata.
+    Returns whether the book has page labels and whether it has an outline."""
+    labelled = index == 1  # one document uses PDF page labels: i, 1, 2, ...
+    if labelled:
+        doc.set_page_labels(
+            [
+                {"startpage": 0, "prefix": "", "style": "r", "firstpagenum": 1},
+                {"startpage": 1, "prefix": "", "style": "D", "firstpagenum": 1},
+            ]
+        )
+    for page in doc.pages(1):  # running header and footer on every page but the title page
+        number = str(page.number if labelled else page.number + 1)
+        for text, y in ((title, 40.0), (number, PAGE_H - 40.0)):
+            width = _width(text, BODY_FONT, RUNNING_SIZE)
+            page.insert_text(((PAGE_W - width) / 2, y), text, fontsize=RUNNING_SIZE)
+    has_outline = index % 2 == 0
+    if has_outline:
+        doc.set_toc([[h["level"], h["title"], h["page"]] for h in w.headings])
+    doc.set_metadata(
+        {
+            "title": title,
+            "author": "bookindex sample corpus",
+            "subject": ", ".join(themes),
+            "creator": "bookindex",
+            "producer": "bookindex",
+            "creationDate": FIXED_DATE,
+            "modDate": FIXED_DATE,
+        }
+    )
+    return labelled, has_outline
+
+
 def _book(index: int, seed: int) -> tuple[bytes, dict[str, Any]]:
     """Build one PDF in memory; returns its bytes and its manifest entry."""
     rng = random.Random(seed * 1_000_003 + index)
@@ -362,34 +397,7 @@ def _book(index: int, seed: int) -> tuple[bytes, dict[str, Any]]:
         for sec, name in enumerate(names, start=1):
             _section(w, rng, f"{ch}.{sec}", name, with_table=sec == 1)
     w.finish()
-
-    labelled = index == 1  # one document uses PDF page labels: i, 1, 2, ...
-    if labelled:
-        doc.set_page_labels(
-            [
-                {"startpage": 0, "prefix": "", "style": "r", "firstpagenum": 1},
-                {"startpage": 1, "prefix": "", "style": "D", "firstpagenum": 1},
-            ]
-        )
-    for page in doc.pages(1):  # running header and footer on every page but the title page
-        number = str(page.number if labelled else page.number + 1)
-        for text, y in ((title, 40.0), (number, PAGE_H - 40.0)):
-            width = _width(text, BODY_FONT, RUNNING_SIZE)
-            page.insert_text(((PAGE_W - width) / 2, y), text, fontsize=RUNNING_SIZE)
-    has_outline = index % 2 == 0
-    if has_outline:
-        doc.set_toc([[h["level"], h["title"], h["page"]] for h in w.headings])
-    doc.set_metadata(
-        {
-            "title": title,
-            "author": "bookindex sample corpus",
-            "subject": ", ".join(themes),
-            "creator": "bookindex",
-            "producer": "bookindex",
-            "creationDate": FIXED_DATE,
-            "modDate": FIXED_DATE,
-        }
-    )
+    labelled, has_outline = _finish_book(doc, w, index, title, themes)
     entry = {
         "title": title,
         "page_count": doc.page_count,
