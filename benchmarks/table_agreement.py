@@ -25,7 +25,7 @@ from pathlib import Path
 import pymupdf
 
 from benchmarks.index_throughput import CORPUS_GLOBS, data_dir
-from operators.parsing.parse import _cell_texts, _find_ruled_tables, _rulings
+from operators.parsing.ruled_tables import cell_texts, find_ruled_tables, page_rulings
 
 
 def _iou(a: tuple, b: tuple) -> float:
@@ -38,7 +38,7 @@ def _iou(a: tuple, b: tuple) -> float:
 
 def find_tables_reference(page: pymupdf.Page) -> list[dict]:
     """The parser's previous table step: find_tables(clip=rulings area, use_layout=False)."""
-    rulings = _rulings(page)
+    rulings = page_rulings(page)
     if not rulings.is_grid:
         return []
     words = page.get_text("words", sort=True)
@@ -46,7 +46,7 @@ def find_tables_reference(page: pymupdf.Page) -> list[dict]:
     out = []
     for table in page.find_tables(clip=clip, use_layout=False).tables:
         grid = [(row.bbox, row.cells) for row in table.rows]
-        rows = _cell_texts(grid, table.bbox, words)
+        rows = cell_texts(grid, table.bbox, words)
         cells = [c for r in rows for c in r]
         filled = sum(bool(c) for c in cells)
         if table.row_count < 2 or table.col_count < 2 or filled < 0.5 * len(cells):
@@ -65,7 +65,7 @@ def find_tables_reference(page: pymupdf.Page) -> list[dict]:
 def ours(page: pymupdf.Page) -> list[dict]:
     return [
         {"bbox": bbox, "rows": n_rows, "cols": n_cols, "cells": rows}
-        for bbox, rows, n_rows, n_cols in _find_ruled_tables(page)
+        for bbox, rows, n_rows, n_cols in find_ruled_tables(page)
     ]
 
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     for pdf in pdfs:
         with pymupdf.open(pdf) as doc:
             for page in doc:
-                if not _rulings(page).is_grid:
+                if not page_rulings(page).is_grid:
                     continue
                 grid_pages += 1
                 t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Ruled tables from vector rulings (operators.parsing.tables through parse._table_blocks), on real
+"""Ruled tables from vector rulings (operators.parsing.tables through operators.parsing.ruled_tables and parse._table_blocks), on real
 pages of the shared PDFs and on a drawn grid with a merged cell."""
 
 from __future__ import annotations
@@ -6,13 +6,9 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from operators.parsing.parse import (
-    TABLE,
-    _find_ruled_tables,
-    _rulings,
-    _sorted_words,
-    _table_blocks,
-)
+from operators.kinds import TABLE
+from operators.parsing.parse import _table_blocks
+from operators.parsing.ruled_tables import find_ruled_tables, page_rulings, sorted_words
 from operators.parsing.tables import table_grid
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
@@ -54,7 +50,7 @@ def test_table_without_outer_side_rules(open_page):
     """Booktabs-style results table, no vertical rules at the outer sides: the frame of the
     ruled area closes it, so the row-label column and the last group are kept (find_tables
     lost both here: 7x17, without "Algorithms" and "Personality2018")."""
-    (bbox, rows, n_rows, n_cols), second = _find_ruled_tables(open_page(PAPER, 8))
+    (bbox, rows, n_rows, n_cols), second = find_ruled_tables(open_page(PAPER, 8))
     assert (n_rows, n_cols) == (7, 19)
     assert rows[0][0] == "Algorithms" and "Personality2018" in rows[0]
     assert rows[1][:3] == ["Rating", "H@3", "H@5"]
@@ -65,7 +61,7 @@ def test_table_without_outer_side_rules(open_page):
 def test_icon_curves_do_not_shift_the_first_column(open_page):
     """A round icon drawn as hundreds of tiny segments next to the table must not snap the
     table's left rule onto itself (the first column would lose its numbers)."""
-    (((x0, _, _, _), rows, n_rows, n_cols),) = _find_ruled_tables(open_page(MANUAL, 88))
+    (((x0, _, _, _), rows, n_rows, n_cols),) = find_ruled_tables(open_page(MANUAL, 88))
     assert (n_rows, n_cols) == (6, 3)
     assert rows[0] == ["Error number", "Error description", "Action instructions"]
     assert [r[0] for r in rows[1:]] == ["6", "88", "89", "161", "162"]
@@ -74,7 +70,7 @@ def test_icon_curves_do_not_shift_the_first_column(open_page):
 
 def test_table_of_shaded_rows(open_page):
     """Rows drawn as filled bands, a white row between them: every cell of it is found."""
-    tables = _find_ruled_tables(open_page(REPORT, 41))
+    tables = find_ruled_tables(open_page(REPORT, 41))
     assert [t[2:] for t in tables] == [(3, 3), (5, 10)]
     rows = tables[0][1]
     assert rows[0] == ["Table", "FY 2016 Milestones", "Met/ Not Met"]
@@ -86,14 +82,14 @@ def test_table_of_shaded_rows(open_page):
 def test_rulings_without_a_table(open_page, rel, number):
     """A page of logos in frames, a list between rules: rulings form a grid, no table."""
     page = open_page(rel, number)
-    assert _rulings(page).is_grid
+    assert page_rulings(page).is_grid
     assert _table_blocks(page, number) == []
 
 
 def test_sorted_words_match_pymupdf(open_page):
     for rel, number in ((PAPER, 4), (MANUAL, 88), (REPORT, 41)):
         page = open_page(rel, number)
-        assert _sorted_words(page) == page.get_text("words", sort=True)
+        assert sorted_words(page) == page.get_text("words", sort=True)
 
 
 def _grid_page(doc: pymupdf.Document, merged: bool) -> pymupdf.Page:
