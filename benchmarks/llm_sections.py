@@ -47,7 +47,7 @@ def run_book(pdf: Path, gold: list, backend, use_outline: bool, batch_size: int)
 
     from operators.parsing.parse import document_metadata, parse_pages
     from operators.structure.llm_refiner import LLMSectionFilter
-    from operators.structure.sections import choose_filter
+    from operators.structure.outline_filter import choose_filter
 
     with pymupdf.open(str(pdf)) as doc:
         meta = document_metadata(doc)

@@ -13,11 +13,11 @@ import pymupdf
 from operators.parsing.parse import Block, document_metadata, parse_pages
 from operators.structure.blocks import classify_blocks
 from operators.structure.furniture import BodyStyle
+from operators.structure.outline_filter import choose_filter
 from operators.structure.sections import (
     Heading,
     SectionContext,
     SectionFilter,
-    choose_filter,
     resolve_headings,
 )
 from operators.structure.tree import build_tree, toc_skeleton

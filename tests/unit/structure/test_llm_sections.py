@@ -17,7 +17,8 @@ from operators.models.offline import OfflineBackend
 from operators.models.openai_compatible import OpenAIBackend
 from operators.structure.assemble import assemble_document, structure_blocks
 from operators.structure.llm_refiner import LLMSectionFilter
-from operators.structure.sections import LayoutSectionFilter, OutlineSectionFilter, choose_filter
+from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
+from operators.structure.sections import LayoutSectionFilter
 from tests.fakes import FakeOpenAI
 
 
