@@ -50,6 +50,9 @@ class ModelConfig(Section):
     model: str = Field("", description="chat/completion model name at the endpoint")
     vision_model: str = Field("", description="model for describe_image; empty: `model`")
     embed_model: str = Field("", description="endpoint embedding model; empty: offline embedder")
+    embed_dim: int = Field(
+        0, ge=0, description="width of embed_model's vectors; 0: known from its first answer"
+    )
     max_retries: int = Field(2, ge=0, description="extra attempts after a non-JSON answer")
     timeout_s: float = Field(120.0, gt=0, description="seconds per endpoint request")
     temperature: float = Field(0.0, ge=0, description="sampling temperature")

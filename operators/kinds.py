@@ -1,5 +1,5 @@
 """The index's vocabulary, declared once: block kinds, node kinds, layout edge types, document
-statuses. Every module that names one imports it from here (docs/architecture.md, "Tables").
+statuses, question classes. Every module that names one imports it from here (docs/architecture.md, "Tables").
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ ROOT, SECTION = "root", "section"
 STRUCTURE_KINDS = (ROOT, SECTION)
 LEAF_KINDS = (TEXT, LIST, TABLE, IMAGE, CAPTION, FORMULA)
 NODE_KINDS = STRUCTURE_KINDS + LEAF_KINDS
+MAX_LEVEL = 6  # heading levels are 1 (parts, chapters) .. MAX_LEVEL
 FIGURE_KINDS = (TABLE, IMAGE)  # leaves a caption can belong to
 MODAL_KINDS = (TABLE, IMAGE, FORMULA)  # what Filter_Modal selects
 
@@ -30,3 +31,11 @@ EDGE_TYPES = tuple(EDGE_WEIGHTS)
 # Documents (the ``documents`` table): what became of an input file.
 OK, FAILED, SKIPPED, NEEDS_OCR = "ok", "failed", "skipped", "needs_ocr"
 DOCUMENT_STATUSES = (OK, FAILED, SKIPPED, NEEDS_OCR)
+
+# Questions (operators/query/rules.py, BookRAG Table 2): their classes, the structural filters
+# and the operations of a global question. The model schemas (operators/models/prompts.py) use
+# them as their enumerations.
+SINGLE, MULTI, GLOBAL = "single-hop", "multi-hop", "global"
+QUERY_CLASSES = (SINGLE, MULTI, GLOBAL)
+FILTER_TYPES = ("section", "image", "table", "page")
+OPERATIONS = ("COUNT", "LIST", "SUMMARIZE", "ANALYZE")

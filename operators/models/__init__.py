@@ -1,7 +1,8 @@
 """Model backends behind one interface (docs/architecture.md, "Models").
 
-``base`` holds the interface, the configuration and the errors; ``factory.load_backend`` picks
-the backend a ``ModelConfig`` names: ``offline`` (CPU, packaged models), ``openai_compatible``
+``base`` holds the interface and the errors, ``prompts`` every prompt and answer schema,
+``structured`` the JSON repair and retries; ``factory.load_backend`` picks the backend a
+``ModelConfig`` names: ``offline`` (CPU, packaged models), ``openai_compatible``
 (any OpenAI-compatible endpoint) or ``vllm_local`` (in-process vLLM). Callers import from here.
 """
 
@@ -15,9 +16,9 @@ from operators.models.base import (
     entities_from_answer,
     entity_messages,
     is_generative,
-    parse_json_answer,
 )
-from operators.models.factory import load_backend
+from operators.models.factory import check_config, embedding_width, load_backend
+from operators.models.structured import parse_json_answer
 
 __all__ = [
     "BACKENDS",
@@ -28,6 +29,8 @@ __all__ = [
     "ModelConfig",
     "ModelError",
     "NoGeneration",
+    "check_config",
+    "embedding_width",
     "entities_from_answer",
     "entity_messages",
     "is_generative",

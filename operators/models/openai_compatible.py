@@ -1,12 +1,13 @@
 """The ``openai`` backend: any OpenAI-compatible endpoint (OpenAI, vLLM serve, llama.cpp, ...).
 
 - ``complete``: chat completions; with a schema the request carries a strict ``json_schema``
-  response format, the answer is parsed (and repaired) with ``parse_json_answer`` and its
-  top-level ``required`` keys are checked; an invalid answer is asked for again, at most
-  ``config.max_retries`` more times, then ``ModelError``. Transport failures (after the
+  response format, and the answer is repaired, checked and asked for again at most
+  ``config.max_retries`` more times (``operators.models.structured.complete_json``), then
+  ``ModelError``. Transport failures (after the
   client's own retries) are ``ModelError`` too: callers only ever see ``ModelError``.
-- ``embed``: the endpoint's embeddings when ``config.embed_model`` is set, else the offline
-  embedder (384 dimensions); rows are L2-normalised float32. ``rerank``: cosine over ``embed``.
+- ``embed``: the endpoint's embeddings when ``config.embed_model`` is set (its width:
+  ``config.embed_dim``, or its first answer), else the offline embedder; rows are
+  L2-normalised float32. ``rerank``: cosine over ``embed``.
 - ``describe_image``: a chat message with the PNG as a base64 data URI.
 - ``usage``: tokens used so far (prompt/completion/embedding) and the number of requests.
 """
@@ -23,30 +24,14 @@ import numpy as np
 
 from operators.config import ModelConfig
 from operators.models.base import (
-    ENTITY_SCHEMA,
     ExtractedEntity,
     ExtractedRelation,
     ModelError,
     entities_from_answer,
     entity_messages,
-    parse_json_answer,
 )
-
-RETRY_PROMPT = (
-    "Your previous answer was not valid JSON for the requested schema ({problem}). "
-    "Answer again with one JSON object only, no prose and no code fences."
-)
-SCHEMA_PROMPT = "Answer with one JSON object that follows this JSON schema:\n{schema}"
-_ECHO_CHARS = 2000  # how much of an invalid answer is sent back with the retry request
-
-
-def check_answer(answer: Any, schema: dict) -> None:
-    """Raise ValueError unless ``answer`` is an object holding the schema's required keys."""
-    if schema.get("type", "object") == "object" and not isinstance(answer, dict):
-        raise ValueError(f"expected a JSON object, got {type(answer).__name__}")
-    missing = [k for k in schema.get("required") or [] if k not in answer]
-    if missing:
-        raise ValueError(f"missing required keys {missing}")
+from operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
+from operators.models.structured import complete_json
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -62,16 +47,8 @@ class OpenAIBackend:
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
+        self.check_config(config)
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL", "")
-        if not self.base_url:
-            raise ModelError(
-                "backend 'openai' needs an endpoint: set ModelConfig.base_url "
-                "(BOOKINDEX_BASE_URL) or OPENAI_BASE_URL, e.g. http://localhost:8000/v1"
-            )
-        if not config.model:
-            raise ModelError(
-                "backend 'openai' needs a model name: set ModelConfig.model (BOOKINDEX_MODEL)"
-            )
         try:
             import openai
         except ImportError as e:  # a dependency of the project; still, say so clearly
@@ -90,7 +67,29 @@ class OpenAIBackend:
             "embedding_tokens": 0,
         }
         self._json_schema_ok = True  # cleared when the endpoint rejects response_format
-        self._dim = 0 if config.embed_model else self._offline.dim
+        self._dim = config.embed_dim if config.embed_model else self._offline.dim
+
+    @staticmethod
+    def check_config(config: ModelConfig) -> None:
+        """An endpoint and a model name (nothing is requested)."""
+        if not (config.base_url or os.environ.get("OPENAI_BASE_URL", "")):
+            raise ModelError(
+                "backend 'openai' needs an endpoint: set ModelConfig.base_url "
+                "(BOOKINDEX_BASE_URL) or OPENAI_BASE_URL, e.g. http://localhost:8000/v1"
+            )
+        if not config.model:
+            raise ModelError(
+                "backend 'openai' needs a model name: set ModelConfig.model (BOOKINDEX_MODEL)"
+            )
+
+    @staticmethod
+    def embedding_width(config: ModelConfig) -> int | None:
+        """The offline embedder's, or ``embed_dim`` for an endpoint model (None: unknown)."""
+        if config.embed_model:
+            return config.embed_dim or None
+        from operators.models.offline import embedding_dim
+
+        return embedding_dim()
 
     # ------------------------------------------------------------------ generation
 
@@ -98,23 +97,12 @@ class OpenAIBackend:
         """The answer text; with ``schema``, the parsed and checked JSON object."""
         if schema is None:
             return self._chat(messages, self.config.model)
-        conversation = list(messages)
-        attempts = 1 + max(0, self.config.max_retries)
-        problem = ""
-        for _ in range(attempts):
-            text = self._chat_json(conversation, schema)
-            try:
-                answer = parse_json_answer(text)
-                check_answer(answer, schema)
-                return answer
-            except ValueError as e:
-                problem = str(e)
-            conversation = [
-                *messages,
-                {"role": "assistant", "content": text[:_ECHO_CHARS]},
-                {"role": "user", "content": RETRY_PROMPT.format(problem=problem[:200])},
-            ]
-        raise ModelError(f"no valid JSON answer after {attempts} attempt(s): {problem}")
+        return complete_json(
+            lambda conversation: self._chat_json(conversation, schema),
+            messages,
+            schema,
+            self.config.max_retries,
+        )
 
     def describe_image(self, image: bytes, prompt: str) -> str:
         url = "data:image/png;base64," + base64.b64encode(image).decode("ascii")
@@ -223,6 +211,11 @@ class OpenAIBackend:
             batch = [t or " " for t in texts[start : start + step]]
             rows.extend(self._embed_batch(batch))
         vectors = _normalise(np.asarray(rows, dtype=np.float32))
+        if self.config.embed_dim and vectors.shape[1] != self.config.embed_dim:
+            raise ModelError(
+                f"{self.config.embed_model} returned {vectors.shape[1]}-d vectors, "
+                f"ModelConfig.embed_dim says {self.config.embed_dim}"
+            )
         self._dim = int(vectors.shape[1])
         return vectors
 

@@ -7,9 +7,9 @@ Untested on the development machine (no GPU, no vllm): written against vLLM's
 
 - ``complete``: greedy-by-default chat generation; with a schema, structured decoding by JSON
   schema (``StructuredOutputsParams(json=...)`` in current vLLM, ``GuidedDecodingParams`` in
-  older releases, found by feature detection), then the same parse / check / bounded retry as
-  the openai backend.
-- ``embed`` / ``rerank``: the offline embedder (384 dimensions).
+  older releases, found by feature detection), then the same repair / check / bounded retry as
+  the openai backend (``operators.models.structured``).
+- ``embed`` / ``rerank``: the offline embedder.
 - ``config.vllm_options`` go to ``vllm.LLM(...)``, except ``max_tokens`` (default 2048), which
   bounds each answer.
 """
@@ -24,15 +24,14 @@ import numpy as np
 
 from operators.config import ModelConfig
 from operators.models.base import (
-    ENTITY_SCHEMA,
     ExtractedEntity,
     ExtractedRelation,
     ModelError,
     entities_from_answer,
     entity_messages,
-    parse_json_answer,
 )
-from operators.models.openai_compatible import RETRY_PROMPT, check_answer
+from operators.models.prompts import ENTITY_SCHEMA
+from operators.models.structured import checked_answer, complete_json
 
 DEFAULT_MAX_TOKENS = 2048
 NEEDS_VLLM = (
@@ -63,11 +62,7 @@ class VLLMBackend:
             import vllm
         except ImportError as e:
             raise ModelError(NEEDS_VLLM) from e
-        if not config.vllm_model_path:
-            raise ModelError(
-                "backend 'vllm' needs a local model directory in ModelConfig.vllm_model_path "
-                "(BOOKINDEX_VLLM_MODEL_PATH): model hubs are not reachable from the workers"
-            )
+        self.check_config(config)
         import torch
 
         if not torch.cuda.is_available():
@@ -80,6 +75,21 @@ class VLLMBackend:
         except Exception as e:
             raise ModelError(f"vLLM could not load {config.vllm_model_path}: {e}") from e
         self.usage: dict[str, int] = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    @staticmethod
+    def check_config(config: ModelConfig) -> None:
+        """A local model directory (vllm and the GPU are checked where the engine starts)."""
+        if not config.vllm_model_path:
+            raise ModelError(
+                "backend 'vllm' needs a local model directory in ModelConfig.vllm_model_path "
+                "(BOOKINDEX_VLLM_MODEL_PATH): model hubs are not reachable from the workers"
+            )
+
+    @staticmethod
+    def embedding_width(config: ModelConfig) -> int:
+        from operators.models.offline import embedding_dim
+
+        return embedding_dim()
 
     # ------------------------------------------------------------------ generation
 
@@ -109,22 +119,12 @@ class VLLMBackend:
     def complete(self, messages: list[dict], schema: dict | None = None) -> Any:
         if schema is None:
             return self._generate([messages])[0]
-        conversation, problem = list(messages), ""
-        attempts = 1 + max(0, self.config.max_retries)
-        for _ in range(attempts):
-            text = self._generate([conversation], schema)[0]
-            try:
-                answer = parse_json_answer(text)
-                check_answer(answer, schema)
-                return answer
-            except ValueError as e:
-                problem = str(e)
-            conversation = [
-                *messages,
-                {"role": "assistant", "content": text[:2000]},
-                {"role": "user", "content": RETRY_PROMPT.format(problem=problem[:200])},
-            ]
-        raise ModelError(f"no valid JSON answer after {attempts} attempt(s): {problem}")
+        return complete_json(
+            lambda conversation: self._generate([conversation], schema)[0],
+            messages,
+            schema,
+            self.config.max_retries,
+        )
 
     def describe_image(self, image: bytes, prompt: str) -> str:
         """Needs a vision-language model at ``vllm_model_path``."""
@@ -146,8 +146,7 @@ class VLLMBackend:
         results = []
         for text, answer in zip(texts, answers, strict=True):
             try:
-                parsed = parse_json_answer(answer)
-                check_answer(parsed, ENTITY_SCHEMA)
+                parsed = checked_answer(answer, ENTITY_SCHEMA)
             except ValueError:
                 parsed = self.complete(entity_messages(text), ENTITY_SCHEMA)
             results.append(entities_from_answer(parsed))

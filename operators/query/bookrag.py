@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from operators.models import ModelError, is_generative
+from operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT
+from operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
+from operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
 from operators.query import bookrag_ops as ops
 from operators.query.rules import (
-    FILTER_TYPES,
     GLOBAL,
     MULTI,
     OPERATIONS,
@@ -73,41 +75,12 @@ class Trace:
         )
 
 
-_CLASS_SCHEMA = {
-    "type": "object",
-    "properties": {"category": {"type": "string", "enum": list(QUERY_CLASSES)}},
-    "required": ["category"],
-}
-_FILTER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "filters": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "filter_type": {"type": "string", "enum": list(FILTER_TYPES)},
-                    "filter_value": {"type": ["string", "null"]},
-                },
-                "required": ["filter_type"],
-            },
-        },
-        "operation": {"type": "string", "enum": list(OPERATIONS)},
-    },
-    "required": ["filters", "operation"],
-}
-
-
 def classify_query(index: QueryIndex, query: str) -> str:
     if is_generative(index.backend):
         messages = [
             {
                 "role": "system",
-                "content": "Classify the question. single-hop: answered from one place in "
-                "the document (a paragraph, a table, a figure). multi-hop: needs several "
-                "separate lookups that are then combined. global: an aggregation (count, list, "
-                "summary) over items picked by a structural filter (all tables, figures in "
-                'Section 3, pages 2-5). JSON: {"category": "single-hop"|"multi-hop"|"global"}',
+                "content": CLASS_PROMPT,
             },
             {"role": "user", "content": query},
         ]
@@ -126,11 +99,7 @@ def plan_global(index: QueryIndex, query: str) -> dict:
         messages = [
             {
                 "role": "system",
-                "content": "Turn the aggregation question into filters and one operation. "
-                "filter_type: section (with a title or number as value, or null for all), "
-                "image, table, or page (value '3-10' or '5'). operation: COUNT, LIST, "
-                'SUMMARIZE or ANALYZE. JSON: {"filters": [{"filter_type", "filter_value"}], '
-                '"operation"}',
+                "content": FILTER_PROMPT,
             },
             {"role": "user", "content": query},
         ]

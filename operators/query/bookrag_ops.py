@@ -22,6 +22,16 @@ import scipy.sparse as sp
 
 from operators.graph.entity_linking import sentences
 from operators.models import ModelError, is_generative
+from operators.models.prompts import (
+    ANSWER_PROMPT,
+    ANSWER_SCHEMA,
+    DECOMPOSE_PROMPT,
+    NAMES_PROMPT,
+    SECTIONS_PROMPT,
+    SECTIONS_SCHEMA,
+)
+from operators.models.prompts import DECOMPOSE_SCHEMA as _DECOMPOSE_SCHEMA
+from operators.models.prompts import NAMES_SCHEMA as _NAMES_SCHEMA
 from operators.query.rules import modalities, numbered_references, parse_pages, split_question
 
 if TYPE_CHECKING:
@@ -61,37 +71,11 @@ def extract(index: QueryIndex, query: str, scope: np.ndarray) -> list[int]:
     return kept[:MAX_QUERY_ENTITIES]
 
 
-_NAMES_SCHEMA = {
-    "type": "object",
-    "properties": {"entities": {"type": "array", "items": {"type": "string"}}},
-    "required": ["entities"],
-}
-_DECOMPOSE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "sub_questions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string"},
-                    "type": {"type": "string", "enum": ["retrieval", "synthesis"]},
-                },
-                "required": ["question", "type"],
-            },
-        }
-    },
-    "required": ["sub_questions"],
-}
-
-
 def _extract_messages(query: str) -> list[dict]:
     return [
         {
             "role": "system",
-            "content": "List the named things (people, organisations, products, places, "
-            "technical terms, table or figure names) that the question asks about. Answer "
-            'with JSON: {"entities": [names as written in the question]}.',
+            "content": NAMES_PROMPT,
         },
         {"role": "user", "content": query},
     ]
@@ -104,10 +88,7 @@ def decompose(index: QueryIndex, query: str) -> list[str]:
         messages = [
             {
                 "role": "system",
-                "content": "Break the question into simple sub-questions that can each be "
-                "answered by one lookup in the document and do not depend on each other; put "
-                "the combining step last with type 'synthesis'. JSON: "
-                '{"sub_questions": [{"question": ..., "type": "retrieval"|"synthesis"}]}',
+                "content": DECOMPOSE_PROMPT,
             },
             {"role": "user", "content": query},
         ]
@@ -211,16 +192,11 @@ def _model_sections(index: QueryIndex, query: str, candidates: list[int]) -> lis
     messages = [
         {
             "role": "system",
-            "content": "Pick the sections most likely to answer the question. JSON: "
-            '{"sections": [section numbers from the list, best first]}',
+            "content": SECTIONS_PROMPT,
         },
         {"role": "user", "content": f"Question: {query}\nSections:\n" + "\n".join(lines)},
     ]
-    schema = {
-        "type": "object",
-        "properties": {"sections": {"type": "array", "items": {"type": "integer"}}},
-        "required": ["sections"],
-    }
+    schema = SECTIONS_SCHEMA
     try:
         answer = index.backend.complete(messages, schema=schema)
         return [int(s) for s in answer.get("sections", []) if int(s) in candidates]
@@ -521,16 +497,11 @@ def reduce_answer(
         messages = [
             {
                 "role": "system",
-                "content": "Answer the question from the evidence only. If the evidence does "
-                'not contain the answer, answer "Not answerable". JSON: {"answer": str}',
+                "content": ANSWER_PROMPT,
             },
             {"role": "user", "content": f"Question: {query}\n\nEvidence:\n{context}"},
         ]
-        schema = {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
-            "required": ["answer"],
-        }
+        schema = ANSWER_SCHEMA
         try:
             return str(index.backend.complete(messages, schema=schema)["answer"]), "generated"
         except (ModelError, KeyError, TypeError):

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from operators.models import ModelError
+from operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
+from operators.models.prompts import REACT_PROMPT
 from operators.query.bookrag_ops import reduce_answer
 
 if TYPE_CHECKING:
@@ -171,22 +173,6 @@ def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ToolRunResul
     return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
 
 
-_ACTION_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "thought": {"type": "string"},
-        "action": {"type": "string", "enum": ["toc", "retrieve", "read_section", "answer"]},
-        "query": {"type": "string"},
-        "doc": {"type": "integer"},
-        "sec_id": {"type": "integer"},
-        "start": {"type": "integer"},
-        "end": {"type": "integer"},
-        "answer": {"type": "string"},
-    },
-    "required": ["thought", "action"],
-}
-
-
 def react_loop(
     tools: DeepReadTools, query: str, max_rounds: int = MAX_ROUNDS, k: int = 5
 ) -> ToolRunResult:
@@ -200,10 +186,7 @@ def react_loop(
     messages = [
         {
             "role": "system",
-            "content": "You answer questions about documents by using tools. Each turn, reply "
-            "with JSON: thought, action (toc | retrieve | read_section | answer) and its "
-            "arguments (retrieve: query; read_section: doc, sec_id, start, end; toc: doc; "
-            "answer: answer). Read before you answer; cite nothing you did not read.",
+            "content": REACT_PROMPT,
         },
         {"role": "user", "content": f"Question: {query}\n\nTables of contents:\n{intro}"},
     ]

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import re
 
-SINGLE, MULTI, GLOBAL = "single-hop", "multi-hop", "global"
-QUERY_CLASSES = (SINGLE, MULTI, GLOBAL)
-FILTER_TYPES = ("section", "image", "table", "page")
-OPERATIONS = ("COUNT", "LIST", "SUMMARIZE", "ANALYZE")
+from operators.kinds import (  # noqa: F401 (the query modules import them from here)
+    FILTER_TYPES,
+    GLOBAL,
+    MULTI,
+    OPERATIONS,
+    QUERY_CLASSES,
+    SINGLE,
+)
 
 _MODAL_WORDS = {
     "table": "table",

@@ -5,7 +5,7 @@ the candidates to the model in batches, in document order. Each candidate goes w
 text, font size, bold, page and the level the base decider proposes (0: not a title); each
 batch also carries the last headings decided in earlier batches, so that levels stay
 consistent across the book. The model answers ``{"decisions": [{"index", "level"}]}`` with
-level 1..6, or 0 for "not a title".
+level 1..6, or 0 for "not a title" (the prompt and the schema: ``operators.models.prompts``).
 
 The model's answers replace the base decisions; a candidate the model does not answer, and
 every candidate of a batch whose call fails, keeps the base decision. Failures are recorded in
@@ -18,9 +18,9 @@ are passed through unchanged.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from operators.models import ModelBackend, ModelError, NoGeneration
+from operators.models.prompts import SECTION_PROMPT, SECTION_SCHEMA
 from operators.structure.sections import (
     CONTINUES,
     MAX_LEVEL,
@@ -31,45 +31,10 @@ from operators.structure.sections import (
     SectionFilter,
 )
 
-TEXT_CHARS = 120
+TEXT_CHARS = 120  # as SECTION_PROMPT tells the model
 CONTEXT_HEADINGS = 30
 MODEL_REASON = "model"
 MODEL_NOT_TITLE = "model: not a title"
-
-SECTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decisions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "index": {"type": "integer"},
-                    "level": {"type": "integer", "minimum": 0, "maximum": MAX_LEVEL},
-                },
-                "required": ["index", "level"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["decisions"],
-    "additionalProperties": False,
-}
-
-SECTION_PROMPT = (
-    "You decide the section structure of a long document (a book, report or article). "
-    "Layout analysis found the title candidates below, in reading order. For each one decide "
-    "whether it is a real section heading and, if so, its level: 1 for the top level (parts or "
-    "chapters), 2 for sections within them, and so on down to 6. Answer level 0 for text that "
-    "is not a section heading: running headers and footers, page numbers, the document's own "
-    "title and author lines, figure or table captions, table cells, emphasised sentences. "
-    "Each candidate has its index, text (cut at 120 characters), font size in points, whether "
-    "it is bold, its page, and the level the layout analysis proposes (0: not a title). "
-    "Headings decided earlier in the document are given for context: keep the levels "
-    "consistent with them. Answer with JSON only: "
-    '{"decisions": [{"index": <candidate index>, "level": <0..6>}, ...]}, one entry per '
-    "candidate."
-)
 
 
 def _clip(text: str, n: int = TEXT_CHARS) -> str:

@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Protocol
 
-from operators.kinds import TEXT, TITLE
+from operators.kinds import MAX_LEVEL, TEXT, TITLE
 from operators.parsing.parse import Block, font_family
 from operators.structure.blocks import NEVER_HEADING
 from operators.structure.furniture import BodyStyle
 
-MAX_LEVEL = 6
 CONTINUES = "continues the title above"
 _NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?(\s+\S|(?=[A-Z][a-z]))")
 _WORD_NUMBERED = re.compile(

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from operators.models import ModelConfig, ModelError, load_backend
-from operators.models.base import ENTITY_SCHEMA
 from operators.models.openai_compatible import OpenAIBackend
+from operators.models.prompts import ENTITY_SCHEMA
 from tests.fakes import FakeOpenAI, Reply
 
 

@@ -1,0 +1,252 @@
+"""Every prompt bookindex sends to a model, and the JSON schema of every structured answer, in one
+place (docs/architecture.md, "Models").
+
+The index side: entity extraction (BookRAG §4.3), the section filter (BookRAG §4.2.2), the choice
+among entity-resolution candidates (BookRAG Alg. 1), figure descriptions, and the structured
+output retry (operators/models/structured.py). The query side: question classification, global
+filters, entity names, decomposition, section choice, the answer (BookRAG §5) and DeepRead's
+ReAct step. Plain data: the modules that send them import them from here; nothing here calls a
+model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.kinds import FILTER_TYPES, MAX_LEVEL, OPERATIONS, QUERY_CLASSES
+
+# ---- structured output (operators/models/structured.py) ---------------------------------------
+
+RETRY_PROMPT = (
+    "Your previous answer was not valid JSON for the requested schema ({problem}). "
+    "Answer again with one JSON object only, no prose and no code fences."
+)
+SCHEMA_PROMPT = "Answer with one JSON object that follows this JSON schema:\n{schema}"
+
+# ---- entities and relations (operators/models/base.py: extract_entities) ----------------------
+
+ENTITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "type": {"type": "string"},
+                    "description": {"type": "string"},
+                },
+                "required": ["name", "type", "description"],
+            },
+        },
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": "string"},
+                    "target": {"type": "string"},
+                    "type": {"type": "string"},
+                    "description": {"type": "string"},
+                    "weight": {"type": "number"},
+                },
+                "required": ["source", "target", "type"],
+            },
+        },
+    },
+    "required": ["entities", "relations"],
+}
+
+ENTITY_PROMPT = (
+    "Extract the named entities of the passage (people, organisations, places, works, laws, "
+    "events, products, concepts that the passage defines) and the relations the passage states "
+    "between them. Give each entity a type (one word, upper case) and a one-sentence "
+    "description from the passage. Relations join two extracted entity names with a short "
+    "relation type and a weight from 1 (weak) to 10 (strong). Answer with JSON only."
+)
+
+# ---- the section filter (operators/structure/llm_refiner.py) ----------------------------------
+
+SECTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "index": {"type": "integer"},
+                    "level": {"type": "integer", "minimum": 0, "maximum": MAX_LEVEL},
+                },
+                "required": ["index", "level"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["decisions"],
+    "additionalProperties": False,
+}
+
+# "cut at 120 characters": llm_refiner.TEXT_CHARS
+SECTION_PROMPT = (
+    "You decide the section structure of a long document (a book, report or article). "
+    "Layout analysis found the title candidates below, in reading order. For each one decide "
+    "whether it is a real section heading and, if so, its level: 1 for the top level (parts or "
+    "chapters), 2 for sections within them, and so on down to 6. Answer level 0 for text that "
+    "is not a section heading: running headers and footers, page numbers, the document's own "
+    "title and author lines, figure or table captions, table cells, emphasised sentences. "
+    "Each candidate has its index, text (cut at 120 characters), font size in points, whether "
+    "it is bold, its page, and the level the layout analysis proposes (0: not a title). "
+    "Headings decided earlier in the document are given for context: keep the levels "
+    "consistent with them. Answer with JSON only: "
+    '{"decisions": [{"index": <candidate index>, "level": <0..6>}, ...]}, one entry per '
+    "candidate."
+)
+
+# ---- entity resolution: one of several candidates (operators/graph/resolution.py) -------------
+
+SELECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"choice": {"type": "integer"}},
+    "required": ["choice"],
+}
+
+SELECT_PROMPT = (
+    "You decide whether a newly found entity is the same real-world "
+    "entity as one of the known candidates. Answer with JSON: the number of the "
+    "matching candidate as choice, or -1 when none of them is the same entity."
+)
+
+# ---- figures (pipelines/enrich.py) ------------------------------------------------------------
+
+IMAGE_PROMPT = (
+    "Describe this figure from a document for a search index: what it shows, the names, "
+    "labels and numbers it contains, in at most five sentences."
+)
+
+# ---- BookRAG's query planner (operators/query/bookrag.py, bookrag_ops.py) ---------------------
+
+CLASS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"category": {"type": "string", "enum": list(QUERY_CLASSES)}},
+    "required": ["category"],
+}
+
+CLASS_PROMPT = (
+    "Classify the question. single-hop: answered from one place in "
+    "the document (a paragraph, a table, a figure). multi-hop: needs several "
+    "separate lookups that are then combined. global: an aggregation (count, list, "
+    "summary) over items picked by a structural filter (all tables, figures in "
+    'Section 3, pages 2-5). JSON: {"category": "single-hop"|"multi-hop"|"global"}'
+)
+
+FILTER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "filters": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "filter_type": {"type": "string", "enum": list(FILTER_TYPES)},
+                    "filter_value": {"type": ["string", "null"]},
+                },
+                "required": ["filter_type"],
+            },
+        },
+        "operation": {"type": "string", "enum": list(OPERATIONS)},
+    },
+    "required": ["filters", "operation"],
+}
+
+FILTER_PROMPT = (
+    "Turn the aggregation question into filters and one operation. "
+    "filter_type: section (with a title or number as value, or null for all), "
+    "image, table, or page (value '3-10' or '5'). operation: COUNT, LIST, "
+    'SUMMARIZE or ANALYZE. JSON: {"filters": [{"filter_type", "filter_value"}], '
+    '"operation"}'
+)
+
+NAMES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"entities": {"type": "array", "items": {"type": "string"}}},
+    "required": ["entities"],
+}
+
+NAMES_PROMPT = (
+    "List the named things (people, organisations, products, places, "
+    "technical terms, table or figure names) that the question asks about. Answer "
+    'with JSON: {"entities": [names as written in the question]}.'
+)
+
+DECOMPOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sub_questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string"},
+                    "type": {"type": "string", "enum": ["retrieval", "synthesis"]},
+                },
+                "required": ["question", "type"],
+            },
+        }
+    },
+    "required": ["sub_questions"],
+}
+
+DECOMPOSE_PROMPT = (
+    "Break the question into simple sub-questions that can each be "
+    "answered by one lookup in the document and do not depend on each other; put "
+    "the combining step last with type 'synthesis'. JSON: "
+    '{"sub_questions": [{"question": ..., "type": "retrieval"|"synthesis"}]}'
+)
+
+SECTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"sections": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["sections"],
+}
+
+SECTIONS_PROMPT = (
+    "Pick the sections most likely to answer the question. JSON: "
+    '{"sections": [section numbers from the list, best first]}'
+)
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+
+ANSWER_PROMPT = (
+    "Answer the question from the evidence only. If the evidence does "
+    'not contain the answer, answer "Not answerable". JSON: {"answer": str}'
+)
+
+# ---- DeepRead's ReAct loop (operators/query/deepread.py) --------------------------------------
+
+ACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thought": {"type": "string"},
+        "action": {"type": "string", "enum": ["toc", "retrieve", "read_section", "answer"]},
+        "query": {"type": "string"},
+        "doc": {"type": "integer"},
+        "sec_id": {"type": "integer"},
+        "start": {"type": "integer"},
+        "end": {"type": "integer"},
+        "answer": {"type": "string"},
+    },
+    "required": ["thought", "action"],
+}
+
+REACT_PROMPT = (
+    "You answer questions about documents by using tools. Each turn, reply "
+    "with JSON: thought, action (toc | retrieve | read_section | answer) and its "
+    "arguments (retrieve: query; read_section: doc, sec_id, start, end; toc: doc; "
+    "answer: answer). Read before you answer; cite nothing you did not read."
+)
