@@ -18,8 +18,8 @@ and every decision is the vector rule.
 
 Timed:
 
-* incremental: one ``Resolver(384)`` with the module's g and top_k and ``--c0``/``--floor``
-  (default: the module constants COSINE_C0, FLOOR), fed the entities in batches of ``--batch``
+* incremental: one ``Resolver(384)`` with the configured g and top_k and ``--c0``/``--floor``
+  (default: ``ResolverConfig``'s, operators/config.py), fed the entities in batches of ``--batch``
   through ``Resolver.resolve`` — each batch against the stored canonical entities plus the
   earlier new ones of the batch; exact search up to
   ``exact_limit`` (4,096) stored entities, beyond it the inverted file of ``VectorIndex``
@@ -56,13 +56,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from operators.config import ResolverConfig
 from operators.graph.resolution import (
-    COSINE_C0,
-    FLOOR,
     MERGE,
     SELECT,
-    TOP_K,
-    G,
     Resolver,
     gradient_select,
     rescale_cosine,
@@ -145,13 +142,12 @@ def quality(data: Synthetic, entity_of: np.ndarray) -> Quality:
 def run_incremental(
     data: Synthetic,
     batch: int,
-    c0: float = COSINE_C0,
-    floor: float = FLOOR,
+    config: ResolverConfig,
     keep: list | None = None,
 ) -> tuple[float, np.ndarray, dict]:
     """(seconds in ``resolve``, entity labels, decision counts); ``keep`` collects the
     decisions when given."""
-    resolver = Resolver(dim=DIM, c0=c0, floor=floor)
+    resolver = Resolver(DIM, config)
     n = len(data.names)
     types, descriptions = ["X"] * batch, [""] * batch
     positions = np.empty(n, np.int64)
@@ -184,8 +180,7 @@ def all_pairs_block(
     start: int,
     end: int,
     entity_of: np.ndarray | None,
-    c0: float = COSINE_C0,
-    floor: float = FLOOR,
+    config: ResolverConfig,
 ) -> float:
     """Rows ``start:end`` of the all-pairs method: full similarity rows, masked to earlier
     entities, top-k, rescale, gradient rule. Writes ``entity_of`` when given (rows in order)."""
@@ -195,7 +190,7 @@ def all_pairs_block(
     rows = np.arange(start, end)
     for r, i in enumerate(rows.tolist()):
         sims[r, i:] = -np.inf  # earlier entities only
-    k = min(TOP_K, n)
+    k = min(config.top_k, n)
     top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
     top_sims = np.take_along_axis(sims, top, axis=1)
     order = np.lexsort((top, -top_sims), axis=1)
@@ -203,8 +198,8 @@ def all_pairs_block(
     top_sims = np.take_along_axis(top_sims, order, axis=1)
     for r, i in enumerate(rows.tolist()):
         valid = min(i, k)  # entity i has i earlier ones
-        scores = rescale_cosine(top_sims[r, :valid], c0).tolist()
-        choice = gradient_select(scores, G, floor, TOP_K)
+        scores = rescale_cosine(top_sims[r, :valid], config.c0).tolist()
+        choice = gradient_select(scores, config)
         if entity_of is not None:
             merge = choice.action in (MERGE, SELECT)
             entity_of[i] = entity_of[top[r, choice.selected[0]]] if merge else i
@@ -215,8 +210,7 @@ def run_all_pairs(
     data: Synthetic,
     full_max: int,
     sample_blocks: int,
-    c0: float = COSINE_C0,
-    floor: float = FLOOR,
+    config: ResolverConfig,
 ) -> tuple[float, bool, np.ndarray | None]:
     """(seconds, extrapolated, entity labels or None when extrapolated)."""
     n = len(data.vectors)
@@ -224,15 +218,14 @@ def run_all_pairs(
     if n <= full_max:
         entity_of = np.empty(n, np.int64)
         seconds = sum(
-            all_pairs_block(data.vectors, s, min(n, s + BLOCK), entity_of, c0, floor)
-            for s in starts
+            all_pairs_block(data.vectors, s, min(n, s + BLOCK), entity_of, config) for s in starts
         )
         return seconds, False, entity_of
     picks = np.linspace(0, len(starts) - 1, sample_blocks).round().astype(int)
     times = []
     for p in sorted(set(picks.tolist())):
         s = starts[p]
-        times.append(all_pairs_block(data.vectors, s, min(n, s + BLOCK), None, c0, floor))
+        times.append(all_pairs_block(data.vectors, s, min(n, s + BLOCK), None, config))
         log(f"  all-pairs block {p + 1}/{len(starts)}: {times[-1]:.2f}s")
     return float(np.mean(times)) * len(starts), True, None
 
@@ -249,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allpairs-full", type=int, default=10000, help="time all-pairs in full ≤")
     ap.add_argument("--allpairs-sample-blocks", type=int, default=4)
     ap.add_argument("--blas-threads", type=int, default=1, help="0: the library default")
-    ap.add_argument("--c0", type=float, default=COSINE_C0, help="default: the module constant")
-    ap.add_argument("--floor", type=float, default=FLOOR, help="default: the module constant")
+    defaults = ResolverConfig()
+    ap.add_argument("--c0", type=float, default=defaults.c0, help="default: ResolverConfig's")
+    ap.add_argument("--floor", type=float, default=defaults.floor, help="default: ResolverConfig's")
     ap.add_argument(
         "--check-determinism",
         action="store_true",
@@ -264,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    config = ResolverConfig(c0=args.c0, floor=args.floor)
 
     from threadpoolctl import threadpool_limits
 
@@ -273,15 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         data = synthetic(n, args.seed)
         log(f"n={n}: {data.n_clusters} clusters; incremental ...")
-        inc_s, inc_labels, actions = run_incremental(data, args.batch, args.c0, args.floor)
+        inc_s, inc_labels, actions = run_incremental(data, args.batch, config)
         for _ in range(args.repeat - 1):
-            again, labels, _ = run_incremental(data, args.batch, args.c0, args.floor)
+            again, labels, _ = run_incremental(data, args.batch, config)
             if not np.array_equal(labels, inc_labels):
                 log("  WARNING: a repeated run ended in other entities")
             inc_s = min(inc_s, again)
         log(f"  incremental {inc_s:.1f}s {actions}; all-pairs ...")
         ap_s, extrapolated, ap_labels = run_all_pairs(
-            data, args.allpairs_full, args.allpairs_sample_blocks, args.c0, args.floor
+            data, args.allpairs_full, args.allpairs_sample_blocks, config
         )
         log(f"  all-pairs {ap_s:.1f}s{' (extrapolated)' if extrapolated else ''}")
         rows.append(
@@ -301,16 +296,17 @@ def main(argv: list[str] | None = None) -> int:
         log(f"n={sizes[-1]}: determinism check (two more untimed runs) ...")
         first: list = []
         second: list = []
-        run_incremental(data, args.batch, args.c0, args.floor, keep=first)
-        run_incremental(data, args.batch, args.c0, args.floor, keep=second)
+        run_incremental(data, args.batch, config, keep=first)
+        run_incremental(data, args.batch, config, keep=second)
         same = sum(a == b for a, b in zip(first, second, strict=True)), len(first)
     if limits is not None:
         limits.restore_original_limits()
 
-    index = Resolver(dim=DIM).index
+    index = Resolver(DIM, config).index
     print(
         f"ER scaling: synthetic {DIM}-d names with planted aliases (seed {args.seed}); "
-        f"Resolver g={G} top_k={TOP_K} c0={args.c0} floor={args.floor}, exact search ≤ "
+        f"Resolver g={config.g} top_k={config.top_k} c0={config.c0} floor={config.floor}, "
+        "exact search ≤ "
         f"{index.exact_limit} then IVF ({index.n_lists} cells, {index.n_probe} probed, spill "
         f"{index.spill}); batches of {args.batch}; BLAS threads {args.blas_threads or 'default'}"
         + (f"; incremental time: fastest of {args.repeat} runs" if args.repeat > 1 else "")

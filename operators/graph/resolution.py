@@ -18,15 +18,17 @@ rule, and it keeps one canonical row per name.
 Scores. The offline reranker is cosine over the entity-name embeddings, optionally rescaled to
 ``max(0, (cos − c0) / (1 − c0))`` (names below cosine c0 score 0 and never pass). Unrelated
 names still score 0.3–0.6 with all-MiniLM; without rescaling a large store's top-10 is flat and
-the rule answers "new" almost always. c0 and the floor are calibrated on labelled alias pairs
-(benchmarks/graph_stats.py --sweep): see the constants below.
+the rule answers "new" almost always. g, top_k, c0 and the floor are ``ResolverConfig`` fields
+(operators/config.py, with the calibration of c0 and the floor on labelled alias pairs); one
+configuration reaches the resolution within a document and across the corpus alike.
 
 Incremental: ``Resolver.resolve`` compares a batch against what is already stored plus the
 earlier new entities of the same batch (the same decisions as one-by-one insertion), then adds
 the new ones — never all pairs of the corpus. Search is exact up to ``exact_limit`` entities and
-an inverted file above (``VectorIndex``): an insert costs a product with 1,024 centroids, a
-query scans ~8 % of the store at BLAS speed, so resolution time grows close to linearly up to a
-few hundred thousand entities (benchmarks/er_scaling.py: 100k take ~10-13× the time of 10k).
+an inverted file above (``operators.graph.vector_index.VectorIndex``): an insert costs a product
+with 1,024 centroids, a query scans ~8 % of the store at BLAS speed, so resolution time grows
+close to linearly up to a few hundred thousand entities (benchmarks/er_scaling.py: 100k take
+~10-13× the time of 10k).
 """
 
 from __future__ import annotations
@@ -39,17 +41,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-G = 0.6
-TOP_K = 10
-# Calibrated on MuSiQue's labelled alias pairs (benchmarks/graph_stats.py --sweep, 241 positive,
-# 12,444 negative pairs incl. near misses like "California" / "Santa Monica, California"):
-# c0 = 0.3, floor 0.6 (merge from cosine 0.72): F1 0.728, 7 of 15 cross-document positives.
-# Plain cosine (c0 = 0) scored 0.680 and, with a large store's flat top-10, almost never merges
-# across documents (1-2 of 15; synthetic alias recall 0.17); c0 = 0.5 / 0.5 scored 0.656.
-# In-sample: the pairs come from the same corpus.
-COSINE_C0 = 0.3  # cosine that maps to score 0
-FLOOR = 0.6  # score below which the best candidate is not the same entity
+from operators.config import ResolverConfig
+from operators.graph.vector_index import VectorIndex
+from operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA
+
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
+STRUCTURAL = "structural entity: one object of one document"
 _CHUNK = 512  # batch rows per within-batch similarity block
 _MAX_EARLY = 64  # earlier batch rows kept per row; more: compared when its turn comes
 
@@ -61,17 +58,16 @@ class Choice:
     reason: str
 
 
-def gradient_select(
-    scores: list[float], g: float = G, floor: float = FLOOR, top_k: int = TOP_K
-) -> Choice:
+def gradient_select(scores: list[float], config: ResolverConfig | None = None) -> Choice:
     """The rule on one candidate list (any order; only the ``top_k`` best are read)."""
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:top_k]
-    choice = gradient_select_sorted([scores[i] for i in order], g, floor)
+    config = config or ResolverConfig()
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: config.top_k]
+    choice = gradient_select_sorted([scores[i] for i in order], config.g, config.floor)
     choice.selected = [order[j] for j in choice.selected]
     return choice
 
 
-def gradient_select_sorted(ranked: list[float], g: float = G, floor: float = FLOOR) -> Choice:
+def gradient_select_sorted(ranked: list[float], g: float, floor: float) -> Choice:
     """The rule on scores already sorted best first and cut to ``top_k``; ``selected`` indexes
     ``ranked``."""
     if not ranked:
@@ -90,7 +86,8 @@ def gradient_select_sorted(ranked: list[float], g: float = G, floor: float = FLO
     return Choice(SELECT, list(range(count)), f"{count} candidates selected")
 
 
-def rescale_cosine(cos: np.ndarray, c0: float = COSINE_C0) -> np.ndarray:
+def rescale_cosine(cos: np.ndarray, c0: float) -> np.ndarray:
+    """``max(0, (cos − c0) / (1 − c0))``, capped at 1 (ResolverConfig.c0)."""
     return np.clip((cos - c0) / (1.0 - c0), 0.0, 1.0)
 
 
@@ -109,249 +106,6 @@ def entity_id_for(name: str, salt: str = "") -> str:
 
 def _id_for_key(key: str, salt: str) -> str:
     return "e" + hashlib.sha1(f"{key}|{salt}".encode()).hexdigest()[:16]
-
-
-class VectorIndex:
-    """Inner-product top-k over a growing set of unit vectors: exact (BLAS) up to
-    ``exact_limit`` vectors, an inverted file (IVF) above.
-
-    The IVF is trained once, when the store first passes ``exact_limit``: spherical k-means
-    (seeded, ``kmeans_iters`` rounds) of the first ``exact_limit`` vectors, centred on their
-    mean, into ``n_lists`` cells (at most a quarter of the sample). Every vector goes to its
-    ``spill`` nearest cells; a query scans its ``n_probe`` nearest cells exactly (with the
-    defaults 40 · 2 / 1,024 ≈ 8 % of the store). A batch of queries is answered cell by cell:
-    one matrix product per cell with all the queries that probe it, so a cell is read once per
-    batch, contiguously, and scored at BLAS speed; then per query only the scores above a bound
-    (the (spill·k)-th best of its per-cell maxima; none when ``n_probe`` ≤ spill·k, which is
-    correct but slow) are sorted. Inserts are a product with the centroids (reused from the
-    search when the resolver adds vectors it just searched). No randomness beyond the seed and
-    no threads of its own: the same vectors in the same order give the same index and the same
-    answers, whatever the batch sizes (up to float rounding at exact ties).
-
-    Cost, single-threaded, 384-d: per insert ~0.03 ms; per query a fixed part (the centroids)
-    and a part proportional to the store (n_probe · spill / n_lists of it): ~0.15 ms at 56k
-    stored vectors. The second part makes the total quadratic in the long run: at 100k entities
-    searching is about half of the resolution time (benchmarks/er_scaling.py), at 1M it would
-    dominate (more cells, trained on more vectors, would then be the next step). Memory: the
-    vectors once more per spill (per-cell copies).
-
-    Quality, on the synthetic 384-d names of benchmarks/er_scaling.py at 56k stored: it finds
-    99 % of the top-10 neighbours above cosine 0.72 (the merge floor) and 89 % of those above
-    0.55; more probes find more (64: 100 % / 92 %) at a proportional cost. faiss HNSW, the
-    previous index, needed M=32, efConstruction 80, efSearch 64 for 99 % / 99 % at ~0.7 ms per
-    insert and ~0.55 ms per query; cheaper settings lost a quarter of them.
-    """
-
-    def __init__(
-        self,
-        dim: int,
-        exact_limit: int = 4096,
-        n_lists: int = 1024,
-        n_probe: int = 40,
-        spill: int = 2,
-        kmeans_iters: int = 4,
-        seed: int = 0,
-    ) -> None:
-        self.dim = dim
-        self.exact_limit = exact_limit
-        self.n_lists, self.n_probe, self.spill = n_lists, n_probe, spill
-        self.kmeans_iters, self.seed = kmeans_iters, seed
-        self._vectors = np.zeros((0, dim), dtype=np.float32)
-        self._n = 0
-        self._centroids: np.ndarray | None = None  # (lists, dim) once the IVF is trained
-        self._centroid_bias = np.zeros(0, np.float32)  # mean · centroids
-        # The cells' ids as one sorted run (CSR): cell c holds
-        # _cell_ids[_cell_start[c] : _cell_start[c + 1]], ascending; its vectors, in the same
-        # order, are _cell_vectors[c][: _cell_len[c]] (a copy per cell: read contiguously).
-        self._cell_ids = np.zeros(0, np.int64)
-        self._cell_start = np.zeros(1, np.int64)
-        self._cell_vectors: list[np.ndarray] = []
-        self._cell_len: list[int] = []
-        self.last_cells: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return self._n
-
-    @property
-    def vectors(self) -> np.ndarray:
-        return self._vectors[: self._n]
-
-    @property
-    def is_ivf(self) -> bool:
-        return self._centroids is not None
-
-    def add(self, vectors: np.ndarray, cells: np.ndarray | None = None) -> None:
-        """Append vectors (ids continue from ``len(self)``). ``cells``: their ``spill`` nearest
-        cells when already known (``last_cells`` of a search of these same vectors)."""
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, self.dim)
-        if len(vectors) == 0:
-            return
-        start, need = self._n, self._n + len(vectors)
-        if need > len(self._vectors):
-            grown = np.zeros((max(need, 2 * len(self._vectors), 1024), self.dim), np.float32)
-            grown[: self._n] = self._vectors[: self._n]
-            self._vectors = grown
-        self._vectors[start:need] = vectors
-        self._n = need
-        if self._centroids is None and self._n > self.exact_limit:
-            self._train(self._vectors[: self.exact_limit])
-            start, cells = 0, None
-        if self._centroids is not None:
-            self._insert(start, need, cells)
-
-    def _train(self, sample: np.ndarray) -> None:
-        mean = sample.mean(axis=0, dtype=np.float64).astype(np.float32)
-        x = sample - mean
-        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        k = max(1, min(self.n_lists, len(x) // 4))  # at least 4 training vectors a cell
-        rng = np.random.default_rng(self.seed)
-        centroids = x[np.sort(rng.choice(len(x), k, replace=False))]
-        for _ in range(self.kmeans_iters):
-            cell = np.argmax(x @ centroids.T, axis=1)
-            order = np.argsort(cell, kind="stable")
-            cells, first = np.unique(cell[order], return_index=True)
-            sums = np.add.reduceat(x[order], first, axis=0)
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            centroids[cells] = sums / np.maximum(norms, 1e-12)  # empty cells keep their centre
-        self._centroids = np.ascontiguousarray(centroids, np.float32)
-        self._centroid_bias = (self._centroids @ mean).astype(np.float32)
-        self._cell_ids = np.zeros(0, np.int64)
-        self._cell_start = np.zeros(k + 1, np.int64)
-        self._cell_vectors = [np.zeros((4, self.dim), np.float32) for _ in range(k)]
-        self._cell_len = [0] * k
-
-    def _nearest_cells(self, vectors: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``m`` cells of highest (v − mean) · centroid for each row (any order), and of
-        those the ``spill`` highest (where the row's vector goes)."""
-        scores = vectors @ self._centroids.T - self._centroid_bias
-        m = min(m, scores.shape[1])
-        if m == scores.shape[1]:
-            cells = np.tile(np.arange(m), (len(vectors), 1))
-        elif m == 1:
-            cells = np.argmax(scores, axis=1)[:, None]
-        else:
-            cells = np.argpartition(scores, scores.shape[1] - m, axis=1)[:, -m:]
-        spill = min(self.spill, m)
-        if spill == m:
-            return cells, cells
-        top = np.take_along_axis(scores, cells, axis=1)
-        best = np.argpartition(top, m - spill, axis=1)[:, -spill:]
-        return cells, np.take_along_axis(cells, best, axis=1)
-
-    def _insert(self, start: int, end: int, cells: np.ndarray | None = None) -> None:
-        if cells is None or cells.shape != (end - start, min(self.spill, len(self._centroids))):
-            cells = self._nearest_cells(self._vectors[start:end], self.spill)[1]
-        flat = cells.ravel()
-        ids = np.repeat(np.arange(start, end), cells.shape[1])
-        order = np.argsort(flat, kind="stable")  # by cell, ids ascending within a cell
-        flat, ids = flat[order], ids[order]
-        # new ids are above every stored one: each goes to the end of its cell's run
-        self._cell_ids = np.insert(self._cell_ids, self._cell_start[flat + 1], ids)
-        self._cell_start[1:] += np.cumsum(np.bincount(flat, minlength=len(self._centroids)))
-        cuts = (np.flatnonzero(np.diff(flat)) + 1).tolist()
-        for lo, hi in zip([0, *cuts], [*cuts, len(flat)], strict=True):
-            cell = int(flat[lo])
-            n = self._cell_len[cell]
-            store = self._cell_vectors[cell]
-            if n + hi - lo > len(store):
-                store = np.zeros((max(n + hi - lo, 2 * len(store)), self.dim), np.float32)
-                store[:n] = self._cell_vectors[cell][:n]
-                self._cell_vectors[cell] = store
-            store[n : n + hi - lo] = self._vectors[ids[lo:hi]]
-            self._cell_len[cell] = n + hi - lo
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, similarities), each (len(queries), min(k, n)); ids best first, ties by id. Past
-        ``exact_limit`` a row may end in id -1 (similarity -inf) when its probed cells hold
-        fewer than k vectors; ``last_cells`` then holds the queries' ``spill`` nearest cells (to
-        pass to ``add`` for the same vectors), else None."""
-        queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-        self.last_cells = None
-        k = min(k, self._n)
-        if k == 0 or len(queries) == 0:
-            return np.zeros((len(queries), 0), np.int64), np.zeros((len(queries), 0), np.float32)
-        if self._centroids is not None:
-            return self._search_ivf(queries, k)
-        sims = queries @ self.vectors.T
-        ids = np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < self._n else None
-        if ids is None:
-            ids = np.tile(np.arange(self._n), (len(queries), 1))
-        part = np.take_along_axis(sims, ids, axis=1)
-        order = np.lexsort((ids, -part), axis=1)
-        ids = np.take_along_axis(ids, order, axis=1)
-        return ids, np.take_along_axis(sims, ids, axis=1)
-
-    def _search_ivf(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        b = len(queries)
-        probes, self.last_cells = self._nearest_cells(queries, self.n_probe)  # (b, P), (b, spill)
-        n_probe = probes.shape[1]
-        # (query, cell) pairs by cell: each cell is scored once, for all the queries probing it,
-        # into one flat array, a pair's similarities contiguous.
-        pair_order = np.argsort(probes.ravel(), kind="stable")
-        pair_cell = probes.ravel()[pair_order]
-        pair_row = pair_order // n_probe
-        cell_len = np.asarray(self._cell_len, np.int64)
-        pair_len = cell_len[pair_cell]
-        pair_start = np.cumsum(pair_len) - pair_len
-        scores = np.empty(int(pair_len.sum()), np.float32)
-        lows = np.flatnonzero(np.r_[True, pair_cell[1:] != pair_cell[:-1]])
-        highs = np.r_[lows[1:], len(pair_cell)]
-        for lo, hi, cell, first in zip(
-            lows.tolist(),
-            highs.tolist(),
-            pair_cell[lows].tolist(),
-            pair_start[lows].tolist(),
-            strict=True,
-        ):
-            n = self._cell_len[cell]
-            if n:
-                block = scores[first : first + (hi - lo) * n].reshape(hi - lo, n)
-                np.matmul(queries[pair_row[lo:hi]], self._cell_vectors[cell][:n].T, out=block)
-        # A vector sits in up to ``spill`` cells, so a row's best spill·k scores hold its best k
-        # ids. Their lower bound: the (spill·k)-th largest of the row's per-cell maxima (each a
-        # distinct score); only scores at or above it are sorted.
-        m = self.spill * k
-        filled = pair_len > 0
-        pair_max = np.full(len(pair_cell), -np.inf, np.float32)
-        if filled.any():
-            pair_max[filled] = np.maximum.reduceat(scores, pair_start[filled])
-        row_max = np.empty(len(pair_cell), np.float32)
-        row_max[pair_order] = pair_max
-        row_max = row_max.reshape(b, n_probe)
-        if n_probe > m:
-            bound = -np.partition(-row_max, m - 1, axis=1)[:, m - 1]
-        else:
-            bound = np.full(b, -np.inf, np.float32)
-        hit = np.flatnonzero(scores >= np.repeat(bound[pair_row], pair_len))
-        pair = np.searchsorted(pair_start, hit, side="right") - 1
-        rows = pair_row[pair]
-        sims = scores[hit]
-        ids = self._cell_ids[self._cell_start[pair_cell[pair]] + hit - pair_start[pair]]
-        # one copy of a spilled vector (the copies score alike; keep the larger), then per row
-        # (similarity desc, id) and the first k; sorts on packed int64 keys
-        order = np.argsort((rows << 32) | ids)
-        rows, ids, sims = rows[order], ids[order], sims[order]
-        first = np.ones(len(ids), bool)
-        first[1:] = (ids[1:] != ids[:-1]) | (rows[1:] != rows[:-1])
-        starts = np.flatnonzero(first)
-        rows, ids = rows[starts], ids[starts]
-        sims = np.maximum.reduceat(sims, starts) if len(starts) else sims[:0]
-        order = np.argsort((rows << 32) | _descending_key(sims), kind="stable")  # ids stay sorted
-        rows, ids, sims = rows[order], ids[order], sims[order]
-        rank = np.arange(len(rows)) - np.searchsorted(rows, rows, side="left")
-        keep = rank < k
-        out_ids = np.full((b, k), -1, np.int64)
-        out_sims = np.full((b, k), -np.inf, np.float32)
-        out_ids[rows[keep], rank[keep]] = ids[keep]
-        out_sims[rows[keep], rank[keep]] = sims[keep]
-        return out_ids, out_sims
-
-
-def _descending_key(values: np.ndarray) -> np.ndarray:
-    """float32 → int64 in [0, 2³²) that sorts ascending as the values sort descending."""
-    bits = (np.asarray(values, np.float32) + np.float32(0.0)).view(np.uint32)  # −0 → +0
-    ascending = np.where(bits >> 31, ~bits, bits | np.uint32(1 << 31))
-    return (np.uint32(0xFFFFFFFF) - ascending).astype(np.int64)
 
 
 @dataclass
@@ -381,30 +135,47 @@ class Decision:
 Selector = Callable[[str, list[Canonical], list[float]], int]
 
 
+@dataclass
+class _Batch:
+    """One batch in ``Resolver.resolve``: its search against the store (rows searched, by
+    search row: candidate ids, cosines, valid counts, rescaled scores, k-th cosine, the spill
+    cells), its earlier rows that may be candidates, and its new entities so far."""
+
+    rows: dict[int, int]  # batch row → search row
+    ids: np.ndarray  # (searched, ≤ top_k) store positions, best first (-1: none)
+    sims: np.ndarray  # their cosines
+    found: list[int]  # valid candidates per search row (they come first)
+    id_rows: list[list[int]]
+    scores: list[list[float]] | None  # rescaled cosines; None with a reranker
+    kth: np.ndarray  # the k-th stored cosine per search row (-inf: fewer stored)
+    cells: np.ndarray | None  # where a searched row goes if it becomes new (IVF)
+    early: dict[int, tuple[np.ndarray, np.ndarray] | None]
+    stored: int  # entities stored before the batch
+    new_vectors: np.ndarray  # the batch's new entities' vectors, in order
+    new_position: np.ndarray  # batch row → position, once it became new (else -1)
+
+
 class Resolver:
     """Canonical entities with their name vectors; resolves batches of new entities.
 
-    ``rerank(name, candidate_names, cosines) -> scores`` replaces the rescaled cosine when a
-    model reranker is configured; ``select(name, candidates, scores) -> index`` picks among
-    several selected candidates (an LLM); offline it is the best-scoring one.
+    ``config``: g, top_k, c0, floor and exact_limit (``ResolverConfig``; its defaults when
+    None). ``rerank(name, candidate_names, cosines) -> scores`` replaces the rescaled cosine
+    when a model reranker is configured; ``select(name, candidates, scores) -> index`` picks
+    among several selected candidates (an LLM); offline it is the best-scoring one.
     """
 
     def __init__(
         self,
         dim: int,
-        g: float = G,
-        floor: float = FLOOR,
-        top_k: int = TOP_K,
-        c0: float = COSINE_C0,
+        config: ResolverConfig | None = None,
         rerank: Callable[[str, list[str], np.ndarray], np.ndarray] | None = None,
         select: Selector | None = None,
-        exact_limit: int = 4096,
         id_salt: str = "",
         index_options: dict | None = None,
     ) -> None:
-        self.g, self.floor, self.top_k, self.c0 = g, floor, top_k, c0
+        self.config = config or ResolverConfig()
         self.rerank, self.select, self.id_salt = rerank, select, id_salt
-        self.index = VectorIndex(dim, exact_limit=exact_limit, **(index_options or {}))
+        self.index = VectorIndex(dim, exact_limit=self.config.exact_limit, **(index_options or {}))
         self.entities: list[Canonical] = []
         self._keys: list[str] = []  # normalised canonical names, by position
         self._by_name: dict[str, int] = {}  # normalised names and aliases → position
@@ -470,93 +241,122 @@ class Resolver:
         fixed_new = fixed_new or [False] * n
         keys = [normalise_name(name) for name in names]
         searched = [i for i in range(n) if not fixed_new[i] and keys[i] not in self._by_name]
-        store_ids, store_sims = self.index.search(vectors[searched], self.top_k)
-        store_cells = self.index.last_cells  # where a searched entity goes if it becomes new
-        found = (store_ids >= 0).sum(axis=1).tolist()  # valid candidates come first
-        id_rows = store_ids.tolist()
-        score_rows = None if self.rerank else rescale_cosine(store_sims, self.c0).tolist()
-        full = store_sims.shape[1] == self.top_k
-        kth = store_sims[:, -1] if full else np.full(len(searched), -np.inf, np.float32)
-        early = self._early_candidates(vectors, searched, kth)
-        stored = len(self.entities)
-        new_vectors = np.empty_like(vectors)  # the batch's new entities so far, in order
-        new_position = np.full(n, -1, np.int64)  # batch row → position, once it became new
-        row_of = dict(zip(searched, range(len(searched)), strict=True))
+        batch = self._search(vectors, searched)
         positions: list[int] = []
         decisions: list[Decision] = []
-        for i, name in enumerate(names):
-            key = keys[i]
+        for i, (name, key) in enumerate(zip(names, keys, strict=True)):
+            type_ = types[i]
+            decision = None  # fixed_new: registered without a decision of the rule
             if fixed_new[i]:
-                decision = None
+                position = -1
             elif key in self._by_name:
                 position = self._by_name[key]
+                reason = "same normalised name"
                 decision = self._decision(
-                    name,
-                    types[i],
-                    [position],
-                    [1.0],
-                    [position],
-                    EXACT,
-                    "same normalised name",
-                    position,
+                    name, type_, [position], [1.0], [position], EXACT, reason, position
                 )
             else:
-                r = row_of[i]
-                count = found[r]
-                cand = id_rows[r][:count]
-                cosines = store_sims[r, :count]
-                ranked = None if score_rows is None else score_rows[r][:count]
-                if i in early:
-                    if early[i] is None:  # many: compare with the new ones so far
-                        n_new = len(self.entities) - stored
-                        sims = new_vectors[:n_new] @ vectors[i]
-                        cols = np.flatnonzero(sims > kth[r])
-                        batch_pos, batch_sims = stored + cols, sims[cols]
-                    else:
-                        cols, batch_sims = early[i]
-                        batch_pos = new_position[cols]
-                        new = batch_pos >= 0
-                        batch_pos, batch_sims = batch_pos[new], batch_sims[new]
-                    if len(batch_pos) > self.top_k:  # only its own top_k (and ties) can make it
-                        cut = len(batch_pos) - self.top_k
-                        keep = batch_sims >= np.partition(batch_sims, cut)[cut]
-                        batch_pos, batch_sims = batch_pos[keep], batch_sims[keep]
-                    if len(batch_pos):
-                        both = np.concatenate([store_ids[r, :count], batch_pos])
-                        cosines = np.concatenate([cosines, batch_sims])
-                        top = np.lexsort((both, -cosines))[: self.top_k]
-                        cand, cosines = both[top].tolist(), cosines[top]
-                        if ranked is not None:
-                            ranked = rescale_cosine(cosines, self.c0).tolist()
-                position, decision = self._decide(name, types[i], cand, cosines, ranked)
-            if decision is None or decision.action == NEW:
-                position = self._register(
-                    Canonical(self._new_id(key), name, types[i], descriptions[i]), key
+                position, decision = self._decide(
+                    name, type_, *self._candidates(batch, i, vectors[i])
                 )
-                new_position[i] = position
-                new_vectors[position - stored] = vectors[i]
+            if decision is None or decision.action == NEW:
+                canonical = Canonical(self._new_id(key), name, type_, descriptions[i])
+                position = self._add_new(batch, i, canonical, key, vectors[i])
                 if decision is None:
-                    decision = self._decision(
-                        name,
-                        types[i],
-                        [],
-                        [],
-                        [],
-                        NEW,
-                        "structural entity: one object of one document",
-                        position,
-                    )
-                decision.entity_id = self.entities[position].entity_id
+                    decision = self._decision(name, type_, [], [], [], NEW, STRUCTURAL, position)
+                decision.entity_id = canonical.entity_id
             else:
                 self.add_alias(position, name, key)
             positions.append(position)
             decisions.append(decision)
-        new_rows = np.flatnonzero(new_position >= 0)
-        cells = None
-        if store_cells is not None and all(i in row_of for i in new_rows.tolist()):
-            cells = store_cells[[row_of[i] for i in new_rows.tolist()]]
-        self.index.add(vectors[new_rows], cells)
+        self._index_new(batch, vectors)
         return positions, decisions
+
+    def _search(self, vectors: np.ndarray, searched: list[int]) -> _Batch:
+        """The batch's rows ``searched`` against the store, one search for all of them."""
+        top_k = self.config.top_k
+        ids, sims = self.index.search(vectors[searched], top_k)
+        cells = self.index.last_cells  # where a searched entity goes if it becomes new
+        scores = None if self.rerank else rescale_cosine(sims, self.config.c0).tolist()
+        full = sims.shape[1] == top_k
+        kth = sims[:, -1] if full else np.full(len(searched), -np.inf, np.float32)
+        return _Batch(
+            rows=dict(zip(searched, range(len(searched)), strict=True)),
+            ids=ids,
+            sims=sims,
+            found=(ids >= 0).sum(axis=1).tolist(),  # valid candidates come first
+            id_rows=ids.tolist(),
+            scores=scores,
+            kth=kth,
+            cells=cells,
+            early=self._early_candidates(vectors, searched, kth),
+            stored=len(self.entities),
+            new_vectors=np.empty_like(vectors),
+            new_position=np.full(len(vectors), -1, np.int64),
+        )
+
+    def _candidates(
+        self, batch: _Batch, i: int, vector: np.ndarray
+    ) -> tuple[list[int], np.ndarray, list[float] | None]:
+        """Batch row i's candidates, best first: its stored ones and the batch's earlier new
+        entities that enter its top_k, as (positions, cosines, rescaled scores or None)."""
+        r = batch.rows[i]
+        count = batch.found[r]
+        cand = batch.id_rows[r][:count]
+        cosines = batch.sims[r, :count]
+        ranked = None if batch.scores is None else batch.scores[r][:count]
+        if i not in batch.early:
+            return cand, cosines, ranked
+        batch_pos, batch_sims = self._earlier_new(batch, i, vector)
+        if not len(batch_pos):
+            return cand, cosines, ranked
+        both = np.concatenate([batch.ids[r, :count], batch_pos])
+        cosines = np.concatenate([cosines, batch_sims])
+        top = np.lexsort((both, -cosines))[: self.config.top_k]
+        cand, cosines = both[top].tolist(), cosines[top]
+        if ranked is not None:
+            ranked = rescale_cosine(cosines, self.config.c0).tolist()
+        return cand, cosines, ranked
+
+    def _earlier_new(
+        self, batch: _Batch, i: int, vector: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's earlier rows that became new and may enter row i's top_k (positions,
+        cosines): all of them compared now when ``_early_candidates`` found too many."""
+        early = batch.early[i]
+        if early is None:  # many: compare with the new ones so far
+            n_new = len(self.entities) - batch.stored
+            sims = batch.new_vectors[:n_new] @ vector
+            cols = np.flatnonzero(sims > batch.kth[batch.rows[i]])
+            positions, sims = batch.stored + cols, sims[cols]
+        else:
+            cols, sims = early
+            positions = batch.new_position[cols]
+            new = positions >= 0
+            positions, sims = positions[new], sims[new]
+        top_k = self.config.top_k
+        if len(positions) > top_k:  # only its own top_k (and ties) can make it
+            cut = len(positions) - top_k
+            keep = sims >= np.partition(sims, cut)[cut]
+            positions, sims = positions[keep], sims[keep]
+        return positions, sims
+
+    def _add_new(
+        self, batch: _Batch, i: int, entity: Canonical, key: str, vector: np.ndarray
+    ) -> int:
+        """Register batch row i as a new canonical entity (indexed by ``_index_new``)."""
+        position = self._register(entity, key)
+        batch.new_position[i] = position
+        batch.new_vectors[position - batch.stored] = vector
+        return position
+
+    def _index_new(self, batch: _Batch, vectors: np.ndarray) -> None:
+        """The batch's new entities into the vector index (with their cells when searched)."""
+        new_rows = np.flatnonzero(batch.new_position >= 0).tolist()
+        cells = None
+        if batch.cells is not None and all(i in batch.rows for i in new_rows):
+            cells = batch.cells[[batch.rows[i] for i in new_rows]]
+        self.index.add(vectors[new_rows], cells)
 
     def _early_candidates(
         self, vectors: np.ndarray, searched: list[int], kth: np.ndarray
@@ -603,12 +403,14 @@ class Resolver:
         if self.rerank is not None and positions:
             names = [self.entities[p].name for p in positions]
             ranked = np.asarray(self.rerank(name, names, cosines), np.float32).tolist()
-            choice = gradient_select(ranked, self.g, self.floor, self.top_k)
+            choice = gradient_select(ranked, self.config)
         else:
             if ranked is None:
-                ranked = rescale_cosine(cosines, self.c0).tolist()
+                ranked = rescale_cosine(cosines, self.config.c0).tolist()
             # rescaling keeps the cosine order, so the list is sorted as the rule sorts it
-            choice = gradient_select_sorted(ranked[: self.top_k], self.g, self.floor)
+            choice = gradient_select_sorted(
+                ranked[: self.config.top_k], self.config.g, self.config.floor
+            )
         chosen = [positions[k] for k in choice.selected]
         target = chosen[0] if chosen else -1
         action = choice.action
@@ -642,13 +444,6 @@ class Resolver:
         )
 
 
-SELECT_SCHEMA = {
-    "type": "object",
-    "properties": {"choice": {"type": "integer"}},
-    "required": ["choice"],
-}
-
-
 def model_selector(backend) -> Selector:
     """BookRAG's LLM step: which of several selected candidates is the new entity (or -1 for
     none). A failed call falls back to the best-scoring candidate."""
@@ -658,12 +453,7 @@ def model_selector(backend) -> Selector:
             f"{i}. {c.name} ({c.type}): {c.description[:200]}" for i, c in enumerate(candidates)
         )
         messages = [
-            {
-                "role": "system",
-                "content": "You decide whether a newly found entity is the same real-world "
-                "entity as one of the known candidates. Answer with JSON: the number of the "
-                "matching candidate as choice, or -1 when none of them is the same entity.",
-            },
+            {"role": "system", "content": SELECT_PROMPT},
             {"role": "user", "content": f"New entity: {name}\nCandidates:\n{listing}"},
         ]
         try:

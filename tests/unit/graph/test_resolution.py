@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from operators.config import ResolverConfig
+from operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
+from operators.graph.entity_sets import CorpusEntities, resolve_document
 from operators.graph.resolution import (
     EXACT,
     LLM,
@@ -14,9 +17,9 @@ from operators.graph.resolution import (
     SELECT,
     Canonical,
     Resolver,
-    VectorIndex,
     gradient_select,
 )
+from operators.graph.vector_index import VectorIndex
 
 
 def test_sharp_drop_merges_with_the_top_candidate():
@@ -58,8 +61,15 @@ def test_empty_store_and_low_scores_are_new():
 def test_zero_scores_never_pass_and_only_top_k_are_read():
     assert gradient_select([0.9, 0.0, 0.0]).action == MERGE
     # eleven flat scores: the 11th is beyond top_k, so all 10 read pass → new
-    assert gradient_select([0.9] * 11, top_k=10).action == NEW
-    assert gradient_select([0.9, 0.3] + [0.9] * 0, top_k=1).action == MERGE
+    assert gradient_select([0.9] * 11, ResolverConfig(top_k=10)).action == NEW
+    assert gradient_select([0.9, 0.3] + [0.9] * 0, ResolverConfig(top_k=1)).action == MERGE
+
+
+def test_the_configured_gradient_and_floor_decide():
+    assert gradient_select([0.9, 0.5]).action == MERGE  # 0.5 < 0.6 × 0.9
+    assert gradient_select([0.9, 0.5], ResolverConfig(g=0.5)).action == NEW  # both pass
+    assert gradient_select([0.65]).action == MERGE
+    assert gradient_select([0.65], ResolverConfig(floor=0.7)).action == NEW
 
 
 def _unit(rng, n, dim=16):
@@ -214,25 +224,66 @@ def test_ivf_is_deterministic_and_independent_of_batch_sizes():
     assert ((ids >= 0).sum(axis=1) == 10).all()
 
 
-def test_corpus_resolver_remembers_aliases_found_within_a_document(tmp_path):
-    from pipelines.entity_graph import CorpusResolver
-
+def test_corpus_entities_remember_aliases_found_within_a_document():
     rng = np.random.default_rng(7)
     v = _unit(rng, 3, 16)
-    resolver = CorpusResolver(str(tmp_path), dim=16)
+    corpus = CorpusEntities(16)
 
     def doc(doc_id, name, aliases, vector):
         entity = {"name": name, "type": "ORG", "description": "", "aliases": aliases}
-        return {"doc_id": doc_id, "entities": [entity], "vectors": vector.tobytes()}
+        return {"doc_id": doc_id, "entities": [entity], "vectors": vector[None, :]}
 
-    first = resolver.resolve([doc("a", "International Business Machines", ["IBM"], v[0])])[0]
+    first = corpus.resolve([doc("a", "International Business Machines", ["IBM"], v[0])])[0]
     # a later document names it by the alias only, with an unrelated name vector
-    second = resolver.resolve([doc("b", "IBM", [], v[1]), doc("c", "ibm", [], v[2])])
+    second = corpus.resolve([doc("b", "IBM", [], v[1]), doc("c", "ibm", [], v[2])])
     assert second[0]["entity_ids"] == first["entity_ids"]
     assert second[1]["entity_ids"] == first["entity_ids"]
     assert [r["decisions"][0]["action"] for r in second] == [EXACT, EXACT]
-    assert resolver.size() == 1
-    assert resolver.resolver.entities[0].aliases[0] == "IBM"
+    assert len(corpus) == 1
+    assert corpus.resolver.entities[0].aliases[0] == "IBM"
+    rows, vectors = corpus.canonical_rows()
+    assert [r["name"] for r in rows] == ["International Business Machines"]
+    assert vectors.shape == (1, 16)
+
+
+def _extraction(names: list[str], types: list[str]) -> NodeExtraction:
+    entities = [
+        LocalEntity(n, t, f"about {n}", [f"n{i}"])
+        for i, (n, t) in enumerate(zip(names, types, strict=True))
+    ]
+    relations = [LocalRelation(0, i, "co_occurs", 1.0, "", "n0") for i in range(1, len(names))]
+    return NodeExtraction(entities, relations)
+
+
+def test_one_resolver_config_reaches_the_document_and_the_corpus_scope():
+    rng = np.random.default_rng(9)
+    v = _unit(rng, 1, 16)[0]
+    near = v + 0.05 * _unit(rng, 1, 16)[0]
+    vectors = np.stack([v, near / np.linalg.norm(near), _unit(rng, 1, 16)[0]])
+    extraction = _extraction(["Acme", "Acme Corp", "Table 1"], ["ORG", "ORG", "TABLE"])
+    merged = resolve_document("d", extraction, vectors)
+    # the near duplicate merges (an alias), the table stays one object; relations re-pointed
+    assert [e["name"] for e in merged.entities] == ["Acme", "Table 1"]
+    assert merged.entities[0]["aliases"] == ["Acme Corp"]
+    assert merged.entities[0]["node_ids"] == ["n0", "n1"]
+    assert merged.vector_rows == [0, 2]
+    assert [(r["source"], r["target"]) for r in merged.relations] == [(0, 1)]
+    strict = ResolverConfig(floor=1.0)  # nothing short of identical vectors merges
+    unmerged = resolve_document("d", extraction, vectors, strict)
+    assert [e["name"] for e in unmerged.entities] == ["Acme", "Acme Corp", "Table 1"]
+    outcomes = []
+    for config in (None, strict):
+        corpus = CorpusEntities(16, config)
+        docs = [
+            {
+                "doc_id": d,
+                "entities": [{"name": n, "type": "ORG", "aliases": []} | {"description": ""}],
+                "vectors": x[None, :],
+            }
+            for d, n, x in (("a", "Acme", vectors[0]), ("b", "Acme Corp", vectors[1]))
+        ]
+        outcomes.append([r["decisions"][0]["action"] for r in corpus.resolve(docs)])
+    assert outcomes == [[NEW, MERGE], [NEW, NEW]]
 
 
 def test_resolution_past_the_exact_limit_is_deterministic_and_finds_aliases():
@@ -243,7 +294,7 @@ def test_resolution_past_the_exact_limit_is_deterministic_and_finds_aliases():
     names = [f"entity {i}" for i in range(len(vectors))]
     runs = []
     for _ in range(2):
-        resolver = Resolver(dim=32, exact_limit=400)
+        resolver = Resolver(32, ResolverConfig(exact_limit=400))
         positions, decisions = [], []
         for start in range(0, len(vectors), 250):
             end = start + 250
