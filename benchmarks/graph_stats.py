@@ -21,12 +21,12 @@ distinct names; only names, no paragraph vectors).
 The SAME extracted entities are then resolved two ways:
 
 * (a) exact: entities with equal ``normalise_name`` are one entity, corpus-wide.
-* (b) gradient: as the job does it. Within each document, ``pipelines.enrich._document_graph``
+* (b) gradient: as the job does it. Within each document, ``operators.graph.entity_sets.resolve_document``
   (a fresh ``Resolver(dim, id_salt=doc_id)`` over the non-structural entities, relations
-  re-pointed); then corpus-wide with ``pipelines.entity_graph.CorpusResolver`` (one
-  ``Resolver``; an empty index directory, so it starts from nothing) over the documents in the
-  job's order (``uri``, then ``doc_id``), all in-process, without Ray. Calibration settings
-  (``c0``, ``floor``) apply to both stages (they are the module constants the job uses in both).
+  re-pointed); then corpus-wide with ``operators.graph.entity_sets.CorpusEntities`` (one
+  ``Resolver``, starting from nothing) over the documents in the job's order (``uri``, then
+  ``doc_id``), all in-process, without Ray. Calibration settings (``c0``, ``floor``) apply to
+  both stages, as the job's resolver configuration (``ResolverConfig``) does.
 
 Graph (each method): nodes = canonical entities, edges = relations re-pointed to canonical ids,
 undirected (relations are sentence co-occurrences), self-loops dropped, parallel edges merged.
@@ -37,7 +37,7 @@ beside BookRAG's Fig. 6 (gradient ER: ~12 % fewer entities, > 20 % higher densit
 
 Labelled pairs. Every label is a pair of MENTIONS (a name as extracted from one passage), and a
 pair is merged when both mentions end up in the same canonical entity (for (b): the mention's
-entity in its document → its merged document entity → the corpus entity CorpusResolver gave
+entity in its document → its merged document entity → the corpus entity CorpusEntities gave
 it; for (a): equal ``normalise_name``). Mapping mentions rather than bare names keeps a name
 that became two entities (as an alias of one and the name of another) unambiguous.
 
@@ -94,32 +94,30 @@ widened because its best F1 sat at the c0 = 0.3 edge) on the same extraction and
 (``--sweep-limit N``: its first N passages only, and the labelled pairs among them), with
 P/R/F1, cross-document positives merged, entity count and density beside exact merging, and
 the cosine at which a top candidate reaches the floor (c0 + floor·(1 − c0)); the best setting
-by F1 is printed. ``--sweep-stage corpus`` varies the corpus stage only — all that the job's
-``resolver_options`` reach; its document stage always uses the module constants.
+by F1 is printed. ``--sweep-stage corpus`` varies the corpus stage only, the document stage
+keeping the configured defaults.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pickle
 import re
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from itertools import combinations
 from pathlib import Path
-from unittest import mock
 
 import networkx as nx
 import numpy as np
 
+from operators.config import ResolverConfig
 from operators.graph.entities import TOPIC, NodeExtraction, extract_document
-from operators.graph.resolution import COSINE_C0, FLOOR, Resolver, normalise_name
+from operators.graph.entity_sets import CorpusEntities, resolve_document
+from operators.graph.resolution import normalise_name
 from operators.models import ModelConfig
 from operators.models.offline import OfflineBackend, clean_name
 from operators.structure.passages import Passage, passage_nodes, read_passages
@@ -239,49 +237,39 @@ def job_order(passages: list[Passage]) -> list[int]:
 
 
 def resolve_gradient(
-    corpus: Corpus, options: dict | None = None, corpus_options: dict | None = None
+    corpus: Corpus,
+    config: ResolverConfig | None = None,
+    corpus_config: ResolverConfig | None = None,
 ) -> Resolution:
-    """Within-document then corpus-wide gradient resolution, as the index job runs them.
-    ``options``: Resolver options of both stages; ``corpus_options``: of the corpus stage alone
-    (what the job's ``resolver_options`` set), when given."""
-    from pipelines import enrich
-    from pipelines.entity_graph import CorpusResolver
-
-    options = dict(options or {})
+    """Within-document then corpus-wide gradient resolution, as the index job runs them
+    (``operators.graph.entity_sets``; offline: no model selection, the best-scoring candidate
+    wins). ``config``: of both stages (the job's resolver section); ``corpus_config``: of the
+    corpus stage alone, when given."""
     t0 = time.perf_counter()
-    dim = corpus.vectors.shape[1]
-    backend = OfflineBackend()  # offline: no model selection, the best-scoring candidate wins
+    config = config or ResolverConfig()
     docs: list[dict] = []
     slot_of: list[list[int]] = []
-    # The job's within-document step, with the calibration under test (its Resolver is built
-    # with the module defaults; the options are handed in the same way CorpusResolver takes them).
-    with mock.patch.object(enrich, "Resolver", partial(Resolver, **options)):
-        for d, (passage, extraction) in enumerate(
-            zip(corpus.passages, corpus.extractions, strict=True)
-        ):
-            graph = enrich._document_graph(
-                passage.doc_id, extraction, corpus.doc_vectors(d), backend
-            )
-            merged = json.loads(graph["entities"])
-            by_name = {n: s for s, e in enumerate(merged) for n in [e["name"], *e["aliases"]]}
-            slot_of.append([by_name[e.name] for e in extraction.entities])
-            docs.append(
-                {
-                    "doc_id": passage.doc_id,
-                    "entities": merged,
-                    "vectors": graph["entity_vectors"],
-                    "relations": json.loads(graph["relations"]),
-                }
-            )
-    with tempfile.TemporaryDirectory() as empty_index:
-        resolver = CorpusResolver(
-            empty_index, dim, options if corpus_options is None else corpus_options
+    for d, (passage, extraction) in enumerate(
+        zip(corpus.passages, corpus.extractions, strict=True)
+    ):
+        vectors = corpus.doc_vectors(d)
+        merged = resolve_document(passage.doc_id, extraction, vectors, config)
+        by_name = {n: s for s, e in enumerate(merged.entities) for n in [e["name"], *e["aliases"]]}
+        slot_of.append([by_name[e.name] for e in extraction.entities])
+        docs.append(
+            {
+                "doc_id": passage.doc_id,
+                "entities": merged.entities,
+                "vectors": vectors[merged.vector_rows],
+                "relations": merged.relations,
+            }
         )
-        entity_ids: list[list[str]] = [[] for _ in docs]
-        for d in job_order(corpus.passages):
-            (result,) = resolver.resolve([docs[d]])
-            entity_ids[d] = result["entity_ids"]
-        n_canonical = resolver.size()
+    corpus_entities = CorpusEntities(corpus.vectors.shape[1], corpus_config or config)
+    entity_ids: list[list[str]] = [[] for _ in docs]
+    for d in job_order(corpus.passages):
+        (result,) = corpus_entities.resolve([docs[d]])
+        entity_ids[d] = result["entity_ids"]
+    n_canonical = len(corpus_entities)
     ids = [[entity_ids[d][s] for s in slots] for d, slots in enumerate(slot_of)]  # per mention
     edges = {
         edge
@@ -634,15 +622,15 @@ def run_sweep(
     corpus: Corpus, pairs: list[Pair], c0s: list[float], floors: list[float], stage: str = "both"
 ) -> list[tuple[float, float, Scores, dict]]:
     """``stage``: "both" sets c0 and floor for both stages; "corpus" for the corpus stage only
-    (what the job's ``resolver_options`` reach), the document stage keeping the defaults."""
+    (the document stage keeping the defaults)."""
     rows = []
     for c0 in c0s:
         for floor in floors:
-            options = {"c0": c0, "floor": floor}
+            config = ResolverConfig(c0=c0, floor=floor)
             if stage == "corpus":
-                res = resolve_gradient(corpus, None, options)
+                res = resolve_gradient(corpus, None, config)
             else:
-                res = resolve_gradient(corpus, options)
+                res = resolve_gradient(corpus, config)
             s = score(res, pairs)
             rows.append((c0, floor, s, graph_stats_light(res)))
             log(f"sweep c0={c0} floor={floor}: F1 {s.f1:.3f} ({res.seconds:.1f}s)")
@@ -662,8 +650,9 @@ def print_sweep(rows: list, exact: dict) -> None:
         f"{'FP':>4s} {'xdoc':>6s} {'entities':>9s} {'vs exact':>8s} {'density':>10s} "
         f"{'vs exact':>8s}"
     )
+    defaults = ResolverConfig()
     for c0, floor, s, g in rows:
-        default = "  (default)" if (c0, floor) == (COSINE_C0, FLOOR) else ""
+        default = "  (default)" if (c0, floor) == (defaults.c0, defaults.floor) else ""
         xdoc = [v for k, v in s.recall_by_kind.items() if k.endswith("-xdoc")]
         xdoc_text = f"{sum(m for m, _ in xdoc)}/{sum(n for _, n in xdoc)}"
         print(
@@ -676,7 +665,7 @@ def print_sweep(rows: list, exact: dict) -> None:
     c0, floor, s, _ = best
     print(
         f"best by F1: c0={c0} floor={floor} (P {_fmt(s.precision)}, R {s.recall:.3f}, "
-        f"F1 {s.f1:.3f}); module defaults c0={COSINE_C0} floor={FLOOR}"
+        f"F1 {s.f1:.3f}); configured defaults c0={defaults.c0} floor={defaults.floor}"
     )
 
 
@@ -713,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-stage",
         choices=("both", "corpus"),
         default="both",
-        help="corpus: sweep the corpus stage only (the job's resolver_options)",
+        help="corpus: sweep the corpus stage only (the document stage keeps the defaults)",
     )
     ap.add_argument("--sweep-c0", type=_floats, default=list(SWEEP_C0), help="e.g. 0.3,0.5")
     ap.add_argument("--sweep-floor", type=_floats, default=list(SWEEP_FLOOR), help="e.g. 0.5,0.7")
@@ -740,7 +729,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"corpus: {path} — {len(corpus.passages)} passages; {corpus.ner_check}")
     entity_notes(corpus)
-    print(f"gradient: g=0.6, top_k=10, c0={COSINE_C0}, floor={FLOOR}, dim={dim}")
+    config = ResolverConfig()
+    print(
+        f"gradient: g={config.g}, top_k={config.top_k}, c0={config.c0}, floor={config.floor}, "
+        f"dim={dim}"
+    )
     print()
     print_graph_table(stats_a, stats_b)
     print()

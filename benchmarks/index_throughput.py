@@ -8,8 +8,8 @@ Run from the repo root (progress goes to stderr, the table to stdout)::
 Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/documents``, where
 ``<data>`` is ``$BOOKINDEX_SHARED_DATA`` or ``<repo>/../shared/data``. Rows of the table:
 
-* ``(a) bookindex``: ``pipelines.index_pipeline.run_index(pdfs, fresh_dir,
-  IndexOptions(parse_workers=2, enrich=False))`` — the indexing job (hash, probe, parse,
+* ``(a) bookindex``: ``pipelines.index_pipeline.run_index(pdfs, fresh_dir, config)`` with
+  ``index.parse_workers=2, index.enrich=false`` — the indexing job (hash, probe, parse,
   sections, tree, layout graph, Lance write) on Ray with 2 CPUs. The entity graph stage
   (``enrich``: node vectors, entity extraction and resolution, ~20 nodes/s on CPU) is measured
   by ``benchmarks.enrich_throughput``; ``--enrich`` includes it here too. Ray start-up is
@@ -105,13 +105,14 @@ def baseline_pages(counts: list[int], budget: int) -> list[int]:
 def run_bookindex(pdfs: list[Path], warmup: Path, tmp: Path, enrich: bool = False) -> Row:
     import ray
 
-    from pipelines.index_pipeline import IndexOptions, run_index
+    from operators.config import BookindexConfig, IndexConfig
+    from pipelines.index_pipeline import run_index
 
     log("starting Ray (num_cpus=2) ...")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
-        options = IndexOptions(parse_workers=2, enrich=enrich)
+        options = BookindexConfig(index=IndexConfig(parse_workers=2, enrich=enrich))
         log("(a) warm-up run ...")
         run_index([str(warmup)], tmp / "warmup_index", options)
         log(f"(a) timed run on {len(pdfs)} PDFs ...")

@@ -2,11 +2,12 @@
 
 Run from the repo root::
 
-    python -m benchmarks.llm_sections [--config model.json] [--limit N] [--use-outline]
-        [--batch-size 40] [--json OUT]
+    python -m benchmarks.llm_sections [--model-config model.json] [--config FILE]
+        [--set models.FIELD=VALUE] [--limit N] [--use-outline] [--batch-size 40] [--json OUT]
 
-``--config`` is a ``ModelConfig`` JSON file (fields as in ``operators.models.base.ModelConfig``;
-``BOOKINDEX_*`` environment variables fill the rest). Without a generative backend
+The model is the configuration's models section (``operators.config``): ``--model-config`` a
+JSON file of its fields, ``--config`` a configuration file, ``--set`` single fields;
+``BOOKINDEX_*`` environment variables fill the rest. Without a generative backend
 (``openai`` or ``vllm``) configured, it prints one line saying so and exits 0.
 
 Each book is parsed once; the base filter (layout-only by default, the outline filter with
@@ -26,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from operators.config import add_config_arguments, config_from_args
 from operators.eval.heading_gold import aggregate, iter_corpus, score, shared_data_dir
 
 METHODS = ("base", "llm")
@@ -98,19 +100,23 @@ def format_table(books: list[dict], usage: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.llm_sections", description=__doc__)
-    ap.add_argument("--config", default=None, help="ModelConfig JSON file")
+    add_config_arguments(ap)
+    ap.add_argument("--model-config", default=None, help="a JSON file of models fields")
     ap.add_argument("--limit", type=int, default=None, help="at most N books")
     ap.add_argument("--use-outline", action="store_true", help="base = outline filter")
     ap.add_argument("--batch-size", type=int, default=40, help="candidates per model call")
     ap.add_argument("--json", dest="json_out", default=None, help="write results JSON here")
     args = ap.parse_args(argv)
 
-    from operators.models import ModelConfig, ModelError, load_backend
+    from operators.models import ModelError, load_backend
 
-    config = ModelConfig.from_file(args.config) if args.config else ModelConfig.from_env()
+    models = {}
+    if args.model_config:
+        models = json.loads(Path(args.model_config).read_text(encoding="utf-8"))
+    config = config_from_args(args, {"models": models}).models
     if not config.generative:
         print(
-            f"no generative model configured (backend {config.backend!r}): pass --config with "
+            f"no generative model configured (backend {config.backend!r}): pass --model-config with "
             "backend 'openai' or 'vllm' (or set BOOKINDEX_MODEL_BACKEND); nothing to compare"
         )
         return 0

@@ -1,75 +1,92 @@
 """Index a corpus of PDFs into Lance tables.
 
-    python -m jobs.index_corpus INPUT... --out DIR [--force] [--strict] [--no-outline]
-        [--no-enrich] [--models offline|openai|vllm] [--model-config FILE.json]
+    python -m jobs.index_corpus INPUT... --out DIR [--strict] [--config FILE]
+        [--set SECTION.FIELD=VALUE ...] [--force] [--no-outline] [--pages-per-task N]
+        [--workers N] [--no-enrich] [--models offline|openai|vllm] [--model-config FILE.json]
+        [--model-gpus G]
 
 INPUT may be directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is
 a passage corpus (one ``{"id", "title", "text"}`` per line, each passage a document).
-Models: the offline CPU default, or an OpenAI-compatible endpoint / vLLM configured by a JSON
-file of ``operators.models.base.ModelConfig`` fields or by BOOKINDEX_* environment variables. Runs locally (a local
-Ray is started) or on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``.
-Exits 0 with a summary; with --strict, exits 1 when any input failed.
+Configuration (``operators.config``; ``python -m jobs.show_config`` lists every field): the
+defaults, then ``--config FILE``, then ``BOOKINDEX_*`` environment variables, then ``--set``,
+then the named flags, each a field of the index or models section (``--workers`` is
+``index.parse_workers``, ``--model-config`` a JSON file of models fields). Models: the offline
+CPU default, or an OpenAI-compatible endpoint / vLLM. Runs locally (a local Ray is started) or
+on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``. Exits 0
+with a summary; with --strict, exits 1 when any input failed; 2 on a configuration that cannot
+work (checked before any work, without loading a model).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
-from operators.models import BACKENDS, ModelConfig, load_backend
-from pipelines.index_pipeline import IndexOptions, run_index
+from operators.config import BACKENDS, ConfigError, add_config_arguments, config_from_args
+from operators.models import ModelError
+from pipelines.index_pipeline import run_index
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.index_corpus", description=__doc__)
     parser.add_argument("inputs", nargs="+", help="directories, PDF files or globs")
     parser.add_argument("--out", required=True, help="index directory (Lance tables)")
-    parser.add_argument("--force", action="store_true", help="re-index unchanged files too")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any input failed")
-    parser.add_argument(
-        "--no-outline", action="store_true", help="ignore PDF outlines; layout evidence only"
+    add_config_arguments(parser)
+    # Named flags: each sets one configuration field; not given (None), it leaves it alone.
+    flag = parser.add_argument
+    flag("--force", action="store_const", const=True, help="index.force: re-index unchanged files")
+    flag(
+        "--no-outline",
+        dest="use_outline",
+        action="store_const",
+        const=False,
+        help="index.use_outline=false: ignore PDF outlines; layout evidence only",
     )
-    parser.add_argument(
-        "--pages-per-task",
-        type=int,
-        default=64,
-        help="pages per task for a book long enough to be split (others run whole)",
+    flag("--pages-per-task", type=int, help="index.pages_per_task (books long enough to split)")
+    flag("--workers", type=int, help="index.parse_workers: parse parallelism")
+    flag(
+        "--no-enrich",
+        dest="enrich",
+        action="store_const",
+        const=False,
+        help="index.enrich=false: structure only, no vectors, no entities",
     )
-    parser.add_argument("--workers", type=int, default=None, help="parse parallelism")
-    parser.add_argument(
-        "--no-enrich", action="store_true", help="structure only: no vectors, no entities"
-    )
-    parser.add_argument("--models", choices=BACKENDS, default=None, help="model backend")
-    parser.add_argument("--model-config", default=None, help="JSON file of ModelConfig fields")
-    parser.add_argument(
-        "--model-gpus",
-        type=float,
-        default=None,
-        help="GPUs per model task (default: 1 with --models vllm, else 0)",
-    )
+    flag("--models", choices=BACKENDS, help="models.backend")
+    flag("--model-config", help="a JSON file of models fields (operators.config.ModelConfig)")
+    flag("--model-gpus", type=float, help="index.model_gpus: GPUs per model worker")
     return parser
+
+
+def flag_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The named flags as configuration sections (``config_from_args`` drops the None ones)."""
+    models: dict[str, Any] = {}
+    if args.model_config:
+        with open(args.model_config, encoding="utf-8") as f:
+            models.update(json.load(f))
+    if args.models:
+        models["backend"] = args.models
+    index = {
+        "force": args.force,
+        "use_outline": args.use_outline,
+        "pages_per_task": args.pages_per_task,
+        "parse_workers": args.workers,
+        "enrich": args.enrich,
+        "model_gpus": args.model_gpus,
+    }
+    return {"index": index, "models": models}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.model_config:
-        model_config = ModelConfig.from_file(args.model_config)
-    else:
-        model_config = ModelConfig.from_env()
-    if args.models:
-        model_config.backend = args.models
-    if model_config.backend != "offline" and not args.no_enrich:
-        load_backend(model_config)  # one clear error now, not one per worker later
-    options = IndexOptions(
-        use_outline=not args.no_outline,
-        pages_per_task=args.pages_per_task,
-        force=args.force,
-        parse_workers=args.workers,
-        enrich=not args.no_enrich,
-        model_config=model_config,
-        model_gpus=args.model_gpus,
-    )
-    summary = run_index(args.inputs, args.out, options)
+    try:
+        config = config_from_args(args, flag_values(args))
+        summary = run_index(args.inputs, args.out, config)
+    except (ConfigError, ModelError) as exc:
+        print(f"index_corpus: {exc}", file=sys.stderr)
+        return 2
     for failure in summary.failures:
         print(f"  {failure['stage']:>8}  {failure['uri']}: {failure['error']}", file=sys.stderr)
     print(summary.line())

@@ -98,14 +98,25 @@ class IndexConfig(Section):
     use_outline: bool = Field(True, description="use the PDF's outline for the heading tree")
     pages_per_task: int = Field(64, ge=1, description="pages per task when a long book is split")
     force: bool = Field(False, description="re-index files already in the index")
-    parse_workers: int | None = Field(None, ge=1, description="parse tasks at once; None: CPUs")
+    parse_workers: int | None = Field(
+        None, ge=1, description="parse tasks (or section-model workers) at once; None: CPUs"
+    )
     enrich: bool = Field(True, description="vectors, entities, relations, entity resolution")
-    enrich_workers: int | None = Field(None, ge=1, description="enrich tasks at once; None: CPUs")
+    enrich_workers: int | None = Field(
+        None, ge=1, description="enrich workers (each loads the models once); None: CPUs"
+    )
     model_gpus: float | None = Field(
-        None, ge=0, description="GPUs per model-running task; None: 1 with vllm, else 0"
+        None, ge=0, description="GPUs per model-running worker; None: 1 with vllm, else 0"
+    )
+    pdfs_per_enrich_batch: int = Field(
+        1, ge=1, description="PDF documents per enrich batch (one book's nodes go together)"
+    )
+    passages_per_enrich_batch: int = Field(
+        256, ge=1, description="passage documents (JSONL) per enrich batch"
     )
 
     def stage_gpus(self, backend: str) -> float:
+        """GPUs per worker of a stage that runs the configured model in-process."""
         if self.model_gpus is not None:
             return self.model_gpus
         return 1.0 if backend == "vllm" else 0.0

@@ -1,78 +1,47 @@
-"""The indexing job as a Ray Data pipeline: PDFs → section trees → Lance tables.
+"""The indexing job's driver: PDFs and passages → section trees → Lance tables, on Ray Data.
 
-Driver (no Ray needed): discover inputs, hash them (``doc_id`` = sha256 of the bytes), compare
-with the index, and stop at once when nothing is new — so a re-run on the same input takes
-seconds. Otherwise Ray Data runs:
+Driver (no Ray needed, and no model loaded: it only checks the configuration): discover inputs,
+hash them (``doc_id`` = sha256 of the bytes), compare with the index, and stop at once when
+nothing is new — so a re-run on the same input takes seconds. Otherwise Ray Data runs the
+stages (pipelines/structure_stage.py, pipelines/enrich.py; their rows: pipelines/rows.py):
 
     documents ─map(probe)─▶ probed rows (pages, status, metadata) ─▶ driver: plan_tasks
     whole books ─map_batches(index_documents: parse + assemble)─────────────────┐
     page ranges of long books ─map(parse)─groupby(doc_id).map_groups(assemble)─┴▶ one row
-      per document (tree as JSON) ─materialize─▶ nodes (Ray write_lance), documents +
-      failures (driver write)
+      per document (tree as JSON) ─map_batches(EnrichStage)─▶ materialize ─▶ nodes (Ray
+      write_lance), layout graph, corpus entity resolution (an actor), entity tables,
+      documents + failures (driver write, last: the commit)
 
 A book is split into page ranges only when it is long against the run (``plan_tasks``): a
 corpus of many books runs one task per book, with no grouping barrier between parse and
-assemble, while one long book still spreads over every worker.
+assemble, while one long book still spreads over every worker. Stages that run a model own it
+(UDF classes that load it once per worker); the configuration (``operators.config``: index,
+models, resolver) sizes their worker pools, GPU shares and batches.
 
 One bad file becomes a failed document row and a failures row; it never fails the job.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 
-from operators.graph.layout_graph import graph_columns
-from operators.models import ModelConfig
-from operators.parsing.parse import Block, parse_pages
-from operators.parsing.probe import InputFile, Problem, discover, identify, page_ranges, probe_pdf
-from operators.structure.assemble import assemble_document
-from operators.structure.passages import (
-    Passage,
-    is_passage_file,
-    passage_nodes,
-    read_passages,
-)
-from pipelines.enrich import enrich_batch
-from pipelines.run_stats import DriverPhases, build_stats, peak_memory_mb, summary_line, write_stats
+from operators.config import BookindexConfig, ConfigError
+from operators.kinds import FAILED, NEEDS_OCR
+from operators.models import check_config, embedding_width
+from operators.parsing.probe import InputFile, Problem, discover, identify
+from operators.structure.passages import Passage, is_passage_file, read_passages
+from pipelines.enrich import EnrichStage, enrich_args
+from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
+from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
 from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
-from pipelines.store.schemas import (
-    DOCUMENTS,
-    EMBED_DIM,
-    ENTITIES,
-    FAILURES,
-    NODES,
-    nodes_schema,
-)
-
-_TRACEBACK_CHARS = 2000
-
-
-@dataclass
-class IndexOptions:
-    use_outline: bool = True
-    pages_per_task: int = 64
-    force: bool = False
-    parse_workers: int | None = None  # None: as many as Ray has CPUs
-    enrich: bool = True  # node vectors, entities, relations, entity resolution
-    model_config: ModelConfig = field(default_factory=ModelConfig)
-    resolver_options: dict = field(default_factory=dict)  # g, floor, top_k, c0
-    enrich_workers: int | None = None  # None: as many as Ray has CPUs
-    # GPUs per task of the stages that run a model in-process (the section filter's model in
-    # assemble, enrich): None = 1 with the in-process vLLM backend, else 0 (CPU only).
-    model_gpus: float | None = None
-
-    def stage_gpus(self) -> float:
-        if self.model_gpus is not None:
-            return self.model_gpus
-        return 1.0 if self.model_config.backend == "vllm" else 0.0
+from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, NODES, nodes_schema
+from pipelines.structure_stage import parse_range, plan_tasks, probe_document, structure_args
 
 
 @dataclass
@@ -101,219 +70,17 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _tail(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc))[-_TRACEBACK_CHARS:]
-
-
-# ---- Ray Data stages (plain functions over rows and batches) ---------------------------------
-
-
-def probe_document(row: dict) -> dict:
-    """One document's facts from ``probe_pdf``: status, error, warning, pages, metadata (JSON)
-    and the probe's time and memory. A probe that raises fails this document alone."""
-    started = time.perf_counter()
-    base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
-    base.update(start=0, stop=0, n_pages=0, status="failed", error="", warning="")
-    base.update(failure_stage="", traceback="")
-    try:
-        probe = probe_pdf(row["uri"])
-        base.update(status=probe.status, error=probe.error, warning=probe.warning)
-        base["n_pages"] = probe.n_pages
-        base["failure_stage"] = "open" if probe.status == "failed" else ""
-        base["meta"] = json.dumps(probe.meta)
-    except Exception as exc:  # anything unexpected is this document's failure alone
-        base.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-        base.update(failure_stage="open", traceback=_tail(exc))
-    base["probe_s"] = time.perf_counter() - started
-    base["probe_mb"] = peak_memory_mb()
-    return base
-
-
-def _parse(row: dict) -> tuple[list[Block], list[str]]:
-    """Blocks and page errors of pages [start, stop) of a probed document (none if it failed)."""
-    if row["status"] == "failed":
-        return [], []
-    import pymupdf
-
-    try:
-        with pymupdf.open(row["uri"], filetype="pdf") as doc:
-            parsed = parse_pages(doc, row["start"], row["stop"])
-        return parsed.blocks, parsed.errors
-    except Exception as exc:
-        return [], [f"pages {row['start'] + 1}-{row['stop']}: {type(exc).__name__}: {exc}"]
-
-
-def parse_range(row: dict) -> dict:
-    """Parse one page range into blocks (JSON, so every batch has the same Arrow schema)."""
-    started = time.perf_counter()
-    blocks, errors = _parse(row)
-    out = dict(row)
-    out["blocks"] = json.dumps([b.as_row() for b in blocks])
-    out["page_errors"] = json.dumps(errors)
-    out["parse_s"] = time.perf_counter() - started
-    out["parse_mb"] = peak_memory_mb()
-    return out
-
-
-def assemble_group(
-    batch: pa.Table, use_outline: bool, model_config: dict | None = None
-) -> pa.Table:
-    """All page ranges of one document → one row: document facts and its nodes as JSON."""
-    rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
-    blocks = [Block(**b) for r in rows for b in json.loads(r["blocks"])]
-    errors = [e for r in rows for e in json.loads(r["page_errors"])]
-    parse_s, parse_mb = sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows)
-    doc = _assemble(rows[0], blocks, errors, (parse_s, parse_mb), use_outline, model_config)
-    doc["n_ranges"] = len(rows)
-    return pa.Table.from_pylist([doc])
-
-
-def index_documents(
-    batch: pa.Table, use_outline: bool, model_config: dict | None = None
-) -> pa.Table:
-    """Probed documents, each parsed whole and assembled in this task (no page ranges, no
-    grouping): the path of every document that ``plan_tasks`` does not split. The output
-    rows are those of ``assemble_group``."""
-    docs = []
-    for row in batch.to_pylist():
-        started = time.perf_counter()
-        blocks, errors = _parse(row)
-        parsed = (time.perf_counter() - started, peak_memory_mb())
-        doc = _assemble(row, blocks, errors, parsed, use_outline, model_config)
-        doc["n_ranges"] = 1
-        docs.append(doc)
-    return pa.Table.from_pylist(docs)
-
-
-def plan_tasks(probed: list[dict], pages_per_task: int, workers: int) -> tuple[list, list]:
-    """Probed documents → (whole documents, page ranges of long documents).
-
-    A document is split into ranges of ``pages_per_task`` pages only when it is long against
-    the run: more than 2 ranges and more than a 1/(2 · workers) share of all pages, so that
-    the tasks of a long book spread over the workers while a corpus of many books runs one
-    task per book, with no grouping barrier and no blocks serialised between stages. Each
-    list is largest first (the long tasks start first; short ones fill in around them)."""
-    total = sum(r["n_pages"] for r in probed if r["status"] != "failed")
-    limit = max(2 * pages_per_task, total / (2 * max(1, workers)))
-    whole, ranges = [], []
-    for row in sorted(probed, key=lambda r: (-r["n_pages"], r["doc_id"])):
-        if row["status"] == "failed" or row["n_pages"] <= limit:
-            whole.append(dict(row, start=0, stop=row["n_pages"]))
-        else:
-            spans = page_ranges(row["n_pages"], pages_per_task)
-            ranges += [dict(row, start=a, stop=b) for a, b in spans]
-    return whole, ranges
-
-
-def _assemble(
-    first: dict,
-    blocks: list[Block],
-    page_errors: list[str],
-    parsed: tuple[float, float],
-    use_outline: bool,
-    model_config: dict | None,
-) -> dict:
-    """A probed document's blocks → its row: facts, nodes and layout graph as JSON, and the
-    time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB)."""
-    started = time.perf_counter()
-    doc = {
-        "doc_id": first["doc_id"],
-        "uri": first["uri"],
-        "size": first["size"],
-        "n_pages": first["n_pages"],
-        "status": first["status"],
-        "error": first["error"],
-        "warning": first["warning"],
-        "failure_stage": first["failure_stage"],
-        "traceback": first["traceback"],
-        "title": "",
-        "n_nodes": 0,
-        "nodes": "[]",
-        "toc": "[]",
-        "page_labels": "[]",
-        "outline_used": False,
-        "n_sections": 0,
-        "page_errors": json.dumps(page_errors),
-        "edges": "[]",  # the layout graph (operators.graph.layout_graph), JSON edge rows
-        "communities": "{}",  # JSON node_id → community
-    }
-    timings = {"probe": first["probe_s"], "parse": parsed[0]}
-    node_dicts: list[dict] = []
-    if doc["status"] != "failed":
-        try:
-            meta = json.loads(first["meta"])
-            config = ModelConfig(**model_config) if model_config else None
-            if config is not None and not config.generative:
-                config = None  # the layout decision stands without a generative model
-            nodes, toc, facts = assemble_document(
-                doc["doc_id"], meta, blocks, use_outline, model_config=config
-            )
-            # vars, not asdict: a Node holds plain values and lists of them, and asdict's
-            # recursive deep copy was a quarter of this stage's time
-            node_dicts = [dict(vars(n)) for n in nodes]
-            doc.update(
-                title=nodes[0].title,
-                nodes=json.dumps(node_dicts),
-                toc=json.dumps(toc),
-                page_labels=json.dumps(meta["page_labels"]),
-                outline_used=facts["outline_used"],
-                n_sections=facts["n_sections"],
-                n_nodes=len(nodes),
-            )
-        except Exception as exc:
-            doc.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-            doc.update(failure_stage="assemble", traceback=_tail(exc))
-    timings["assemble"] = time.perf_counter() - started
-    memory = {"probe": first["probe_mb"], "parse": parsed[1]}
-    memory["assemble"] = peak_memory_mb()
-    if doc["status"] != "failed":
-        started = time.perf_counter()
-        try:
-            doc.update(graph_columns(node_dicts, doc["doc_id"]))
-        except Exception as exc:  # the document is failed whole: no nodes without their graph
-            doc.update(status="failed", error=f"{type(exc).__name__}: {exc}", nodes="[]")
-            doc.update(failure_stage="layout_graph", traceback=_tail(exc), n_nodes=0)
-        timings["layout_graph"] = time.perf_counter() - started
-        memory["layout_graph"] = peak_memory_mb()
-    doc["stage_timings"] = json.dumps({k: round(v, 4) for k, v in timings.items()})
-    doc["stage_memory"] = json.dumps(memory)
-    doc["source"] = "pdf"
-    return doc
-
-
-def explode_nodes(batch: pa.Table) -> pa.Table:
-    """Document rows → node rows in the ``nodes`` schema."""
-    import numpy as np
-
-    rows: list[dict] = []
-    has_vectors = "node_vectors" in batch.column_names
-    for i, (doc_id, nodes_json) in enumerate(
-        zip(batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True)
-    ):
-        nodes = json.loads(nodes_json)
-        vectors = None
-        if has_vectors and nodes:
-            raw = batch.column("node_vectors")[i].as_py()
-            vectors = np.frombuffer(raw, np.float32).reshape(len(nodes), -1)
-        for j, node in enumerate(nodes):
-            node["doc_id"] = doc_id
-            node["summary"] = node.get("summary")
-            node["vector"] = vectors[j].tolist() if vectors is not None else None
-            rows.append(node)
-    if not rows:
-        return nodes_schema.empty_table()
-    return pa.Table.from_pylist(rows, schema=nodes_schema)
-
-
 # ---- the job ----------------------------------------------------------------------------------
 
 
 def run_index(
-    inputs: list[str], out_dir: str | Path, options: IndexOptions | None = None
+    inputs: list[str], out_dir: str | Path, config: BookindexConfig | None = None
 ) -> Summary:
-    """Index ``inputs`` (directories, files, globs) into the Lance tables under ``out_dir``."""
-    options = options or IndexOptions()
+    """Index ``inputs`` (directories, files, globs) into the Lance tables under ``out_dir``,
+    as ``config`` says (its index, models and resolver sections; the defaults when None)."""
+    config = config or BookindexConfig()
     started = time.perf_counter()
+    width = check_index_config(config, out_dir)
     summary = Summary()
     driver = DriverPhases()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -328,19 +95,20 @@ def run_index(
     by_content: dict[str, InputFile] = {}
     for f in files:  # identical bytes under two names are one document (the first name)
         by_content.setdefault(f.doc_id, f)
-    todo = [f for f in by_content.values() if options.force or f.doc_id not in known_ids]
+    todo = [f for f in by_content.values() if config.index.force or f.doc_id not in known_ids]
     summary.skipped = len(files) - len(todo)
     # A file whose bytes changed drops the rows of its previous version (unless that version
     # is still the content of another input); --force also replaces the unchanged ones.
     current = {f.uri: f.doc_id for f in files}
     live_ids = set(current.values())
     stale = {r["doc_id"] for r in existing if r["uri"] in current and r["doc_id"] not in live_ids}
-    forced = {f.doc_id for f in todo} & known_ids if options.force else set()
+    forced = {f.doc_id for f in todo} & known_ids if config.index.force else set()
     replaced = sorted(stale | forced)
 
     doc_rows: list[dict] = []
     if todo:
-        doc_rows, summary.entities = _run_ray(todo, passages, out_dir, options, replaced, driver)
+        run = _RayRun(config, Path(out_dir), driver, width)
+        doc_rows, summary.entities = run.index(todo, passages, replaced)
     elif replaced:
         _delete(out_dir, replaced)
         summary.entities = _refresh_entities(out_dir)
@@ -354,7 +122,7 @@ def run_index(
     lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(_failure_rows(problems, [])))
     for row in doc_rows:
         setattr(summary, row["status"], getattr(summary, row["status"]) + 1)
-        if row["status"] != "failed":
+        if row["status"] != FAILED:
             summary.pages += row["n_pages"]
         summary.nodes += row["n_nodes"]
     summary.failures = failures
@@ -406,125 +174,165 @@ def _refresh_entities(out_dir: str | Path) -> int:
     return recovery.refresh_entities(out_dir)
 
 
-def _run_ray(
-    todo: list,
-    passages: dict[str, Passage],
-    out_dir: str | Path,
-    options: IndexOptions,
-    replaced: list[str],
-    driver: DriverPhases,
-) -> tuple[list[dict], int]:
-    import ray
+def check_index_config(config: BookindexConfig, out_dir: str | Path) -> int | None:
+    """What the driver checks before any work, without loading a model: the model
+    configuration, and that the configured embedder's width is the index's. Returns the width
+    of the index's vectors (None: known only once the embedder answers)."""
+    check_config(config.models)
+    width = lance_store.check_vector_width(out_dir, embedding_width(config.models))
+    if width is None and not config.index.enrich:
+        raise ConfigError(
+            "the width of models.embed_model's vectors is not known: set models.embed_dim "
+            "(or run with enrich, which asks the model)"
+        )
+    return width
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
-    from ray.data.context import DataContext, ShuffleStrategy
 
-    # The grouping moves little data (block lists of a few documents): a task-based sort
-    # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
-    DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    workers = options.parse_workers or max(1, int(ray.available_resources().get("CPU", 1)))
-    # Model stages land on GPU workers only when a GPU model is configured (cluster.yaml).
-    gpu_args = {"num_gpus": options.stage_gpus()} if options.stage_gpus() > 0 else {}
-    assemble_gpu_args = gpu_args if options.model_config.generative else {}
-    pdfs = [
-        {"doc_id": f.doc_id, "uri": f.uri, "size": f.size} for f in todo if f.doc_id not in passages
-    ]
-    texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
-    parts = []
-    if pdfs:
-        # Probe first (page counts, status, metadata: small rows back to the driver), then
-        # plan: one task per book, page ranges only for books long against the run.
-        with driver.phase("plan", rows_in=len(pdfs)) as phase:
+def node_rows(batch: pa.Table, width: int) -> pa.Table:
+    """Document rows → rows of the ``nodes`` table, vectors of ``width`` (null without
+    enrich)."""
+    rows: list[dict] = []
+    has_vectors = "node_vectors" in batch.column_names
+    for i, (doc_id, nodes_json) in enumerate(
+        zip(batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True)
+    ):
+        nodes = from_json(nodes_json, [])
+        vectors = None
+        if has_vectors and nodes:
+            vectors = decode_vectors(batch.column("node_vectors")[i].as_py(), len(nodes), width)
+        for j, node in enumerate(nodes):
+            node["doc_id"] = doc_id
+            node["summary"] = node.get("summary")
+            node["vector"] = vectors[j].tolist() if vectors is not None else None
+            rows.append(node)
+    schema = nodes_schema(width)
+    if not rows:
+        return schema.empty_table()
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+class _RayRun:
+    """One run's Ray part: the per-document dataset, then every table but ``documents``, then
+    the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
+
+    def __init__(
+        self, config: BookindexConfig, out_dir: Path, driver: DriverPhases, width: int | None
+    ) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, log_to_driver=False)
+        from ray.data.context import DataContext, ShuffleStrategy
+
+        # The grouping moves little data (block lists of a few documents): a task-based sort
+        # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
+        DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        self.ray = ray
+        self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
+        cpus = max(1, int(ray.available_resources().get("CPU", 1)))
+        self.workers = config.index.parse_workers or cpus
+
+    def index(
+        self, todo: list[InputFile], passages: dict[str, Passage], replaced: list[str]
+    ) -> tuple[list[dict], int]:
+        """Index ``todo``, replacing the documents ``replaced``; the document rows (without
+        their heavy columns) and the number of entities."""
+        with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
+            per_doc = self._documents(todo, passages).materialize()
+            phase["rows_out"] = per_doc.count()
+        _delete(self.out_dir, replaced)
+        enrich = self.config.index.enrich
+        heavy = [c for c in HEAVY if enrich or c != "node_vectors"]
+        doc_rows = per_doc.drop_columns(heavy).take_all()
+        if enrich and self.width is None:  # a new index, an endpoint embedder: as it answered
+            self.width = doc_rows[0]["vector_width"]
+        self._write_nodes(per_doc, doc_rows)
+        with self.driver.phase("write_layout_graph", rows_in=len(doc_rows)) as phase:
+            graph = per_doc.select_columns(["doc_id", "edges", "communities"])
+            batches = graph.iter_batches(batch_format="pyarrow", batch_size=64)
+            phase["edges"], phase["communities"] = append_graph(self.out_dir, batches)
+        n_entities = self._write_entities(doc_rows) if enrich else _count(self.out_dir, ENTITIES)
+        # Every other table is written above; the documents rows go last (recovery.py).
+        _commit(self.out_dir, doc_rows)
+        return doc_rows, n_entities
+
+    def _documents(self, todo: list[InputFile], passages: dict[str, Passage]):
+        """The per-document dataset: PDFs parsed and assembled, passages as they are, each
+        enriched (when configured) in batches of its own size."""
+        ray, index = self.ray, self.config.index
+        pdfs = [
+            {"doc_id": f.doc_id, "uri": f.uri, "size": f.size}
+            for f in todo
+            if f.doc_id not in passages
+        ]
+        texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
+        parts = [(books, index.pdfs_per_enrich_batch) for books in self._pdf_parts(pdfs)]
+        if texts:
+            blocks = min(len(texts), self.workers * 4)
+            passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
+            parts.append((passages_ds, index.passages_per_enrich_batch))
+        enriched = []
+        for dataset, docs_per_batch in parts:
+            if index.enrich:
+                args = enrich_args(self.config, self.workers, docs_per_batch, self.width)
+                dataset = dataset.map_batches(EnrichStage, **args)
+            enriched.append(dataset)
+        return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
+
+    def _pdf_parts(self, pdfs: list[dict]) -> list:
+        """Probe first (page counts, status, metadata: small rows back to the driver), then
+        plan: one task per book, page ranges only for books long against the run."""
+        if not pdfs:
+            return []
+        ray = self.ray
+        with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
             # a probe takes milliseconds: a few blocks, not a task per file
-            blocks = min(len(pdfs), 2 * workers)
-            probed = (
-                ray.data.from_items(pdfs, override_num_blocks=blocks).map(probe_document).take_all()
-            )
-            whole, ranges = plan_tasks(probed, options.pages_per_task, workers)
+            blocks = min(len(pdfs), 2 * self.workers)
+            probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
+            probed = probed.map(probe_document).take_all()
+            whole, ranges = plan_tasks(probed, self.config.index.pages_per_task, self.workers)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
-        assemble_args = {
-            "use_outline": options.use_outline,
-            "model_config": options.model_config.to_dict(),
-        }
+        parts = []
         if whole:
-            books = ray.data.from_items(whole, override_num_blocks=len(whole)).map_batches(
-                index_documents,
-                batch_size=None,  # a block is one document
-                batch_format="pyarrow",
-                fn_kwargs=assemble_args,
-                **assemble_gpu_args,
-            )
-            parts.append((books, 1))  # books: one document per enrich batch
+            args = structure_args(self.config, self.workers, grouped=False)
+            books = ray.data.from_items(whole, override_num_blocks=len(whole))
+            # batch_size None: a block is one document
+            parts.append(books.map_batches(batch_size=None, batch_format="pyarrow", **args))
         if ranges:
-            split = (
-                ray.data.from_items(ranges, override_num_blocks=len(ranges))
-                .map(parse_range)
-                .groupby("doc_id", num_partitions=workers)
-                .map_groups(
-                    assemble_group,
-                    batch_format="pyarrow",
-                    fn_kwargs=assemble_args,
-                    **assemble_gpu_args,
+            args = structure_args(self.config, self.workers, grouped=True)
+            split = ray.data.from_items(ranges, override_num_blocks=len(ranges)).map(parse_range)
+            grouped = split.groupby("doc_id", num_partitions=self.workers)
+            parts.append(grouped.map_groups(batch_format="pyarrow", **args))
+        return parts
+
+    def _write_nodes(self, per_doc, doc_rows: list[dict]) -> None:
+        n_nodes = sum(row["n_nodes"] for row in doc_rows)
+        with self.driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
+            if n_nodes:
+                nodes = per_doc.map_batches(
+                    node_rows, fn_kwargs={"width": self.width}, batch_format="pyarrow"
                 )
-            )
-            parts.append((split, 1))
-    if texts:
-        blocks = min(len(texts), workers * 4)
-        parts.append((ray.data.from_items(texts, override_num_blocks=blocks), 256))
-    enriched = []
-    for dataset, docs_per_batch in parts:
-        if options.enrich:
-            dataset = dataset.map_batches(
-                enrich_batch,
-                batch_size=docs_per_batch,
-                batch_format="pyarrow",
-                fn_kwargs={"model_config": options.model_config.to_dict()},
-                concurrency=options.enrich_workers or workers,
-                **gpu_args,
-            )
-        enriched.append(dataset)
-    per_doc = enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
-    with driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
-        per_doc = per_doc.materialize()
-        phase["rows_out"] = per_doc.count()
-    _delete(out_dir, replaced)
-    heavy = ["nodes", "edges", "communities"] + (["node_vectors"] if options.enrich else [])
-    doc_rows = per_doc.drop_columns(heavy).take_all()
-    n_nodes = sum(row["n_nodes"] for row in doc_rows)
-    with driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
-        if n_nodes:
-            nodes = per_doc.map_batches(explode_nodes, batch_format="pyarrow")
-            mode = "append" if lance_store.exists(out_dir, NODES) else "create"
-            path = lance_store.table_path(out_dir, NODES)
-            nodes.write_lance(path, mode=mode, schema=nodes_schema)
-    with driver.phase("write_layout_graph", rows_in=len(doc_rows)) as phase:
-        graph = per_doc.select_columns(["doc_id", "edges", "communities"])
-        batches = graph.iter_batches(batch_format="pyarrow", batch_size=64)
-        phase["edges"], phase["communities"] = append_graph(out_dir, batches)
-    n_entities = _count(out_dir, ENTITIES)
-    if options.enrich:
+                mode = "append" if lance_store.exists(self.out_dir, NODES) else "create"
+                path = lance_store.table_path(self.out_dir, NODES)
+                nodes.write_lance(path, mode=mode, schema=nodes_schema(self.width))
+
+    def _write_entities(self, doc_rows: list[dict]) -> int:
+        """Corpus resolution (one actor), the entity tables and the search indexes."""
         from pipelines.entity_graph import resolve_corpus
         from pipelines.store.entity_tables import build_search_indexes, write_entity_tables
 
-        n_local = sum(len(json.loads(r["entities"])) for r in doc_rows if "entities" in r)
-        with driver.phase("resolve", rows_in=n_local) as phase:
+        n_local = sum(len(from_json(r["entities"])) for r in doc_rows)
+        with self.driver.phase("resolve", rows_in=n_local) as phase:
             results, canonical, vectors = resolve_corpus(
-                out_dir,
-                doc_rows,
-                EMBED_DIM,
-                resolver_options=options.resolver_options,
-                model_config=options.model_config.to_dict(),
+                self.out_dir, doc_rows, self.width, self.config
             )
             phase["rows_out"] = len(canonical)
-        with driver.phase("write_entities", rows_in=len(canonical)) as phase:
-            written = write_entity_tables(out_dir, doc_rows, results, canonical, vectors)
-            n_entities = phase["rows_out"] = written["entities"]
-        with driver.phase("search_indexes") as phase:
-            phase["built"] = len(build_search_indexes(out_dir))
-    # Every other table is written above; the documents rows go last (recovery.py).
-    _commit(out_dir, doc_rows)
-    return doc_rows, n_entities
+        with self.driver.phase("write_entities", rows_in=len(canonical)) as phase:
+            written = write_entity_tables(self.out_dir, doc_rows, results, canonical, vectors)
+            phase["rows_out"] = written["entities"]
+        with self.driver.phase("search_indexes") as phase:
+            phase["built"] = len(build_search_indexes(self.out_dir))
+        return written["entities"]
 
 
 def _commit(out_dir: str | Path, doc_rows: list[dict]) -> None:
@@ -550,7 +358,7 @@ def _document_rows(doc_rows: list[dict]) -> list[dict]:
             "n_nodes": row["n_nodes"],
             "n_sections": row["n_sections"],
             "outline_used": row["outline_used"],
-            "page_labels": json.loads(row["page_labels"]),
+            "page_labels": from_json(row["page_labels"]),
             "toc": row["toc"],
         }
         for row in sorted(doc_rows, key=lambda r: r["uri"])
@@ -564,44 +372,14 @@ def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
     ]
     for row in sorted(doc_rows, key=lambda r: r["uri"]):
         key = (row["uri"], row["doc_id"])
-        if row["status"] == "failed":
+        if row["status"] == FAILED:
             found.append((*key, row["failure_stage"], row["error"], row["traceback"]))
-        elif row["status"] == "needs_ocr":
+        elif row["status"] == NEEDS_OCR:
             found.append((*key, "ocr", row["error"], ""))
         if row["warning"]:
             found.append((*key, "open", row["warning"], ""))
-        found += [(*key, "parse", error, "") for error in json.loads(row["page_errors"])]
-        found += [(*key, "enrich", e, "") for e in json.loads(row.get("enrich_errors") or "[]")]
+        found += [(*key, "parse", error, "") for error in from_json(row["page_errors"])]
+        found += [(*key, "enrich", e, "") for e in from_json(row.get("enrich_errors"), [])]
     at = _now()
     names = ("uri", "doc_id", "stage", "error", "traceback_tail")
     return [dict(zip(names, values, strict=True), failed_at=at) for values in found]
-
-
-def passage_document_row(passage: Passage) -> dict:
-    """The per-document row the index pipeline carries (same keys as a parsed PDF's)."""
-    nodes, toc = passage_nodes(passage)
-    node_dicts = [asdict(n) for n in nodes]
-    return {
-        "doc_id": passage.doc_id,
-        "uri": passage.uri,
-        "size": len(passage.text.encode("utf-8")),
-        "n_pages": 0,
-        "status": "ok",
-        "error": "",
-        "warning": "",
-        "failure_stage": "",
-        "traceback": "",
-        "title": passage.title,
-        "n_nodes": len(nodes),
-        "nodes": json.dumps(node_dicts),
-        "toc": json.dumps(toc),
-        "page_labels": "[]",
-        "outline_used": False,
-        "n_sections": 0,
-        "page_errors": "[]",
-        "stage_timings": "{}",
-        "stage_memory": "{}",
-        "n_ranges": 0,
-        "source": "passage",
-        **graph_columns(node_dicts, passage.doc_id),  # edges: the one part_of
-    }

@@ -11,20 +11,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from operators.models import ModelConfig, ModelError, parse_json_answer
+from operators.config import BookindexConfig
+from operators.models import ModelError, parse_json_answer
 from operators.models.vllm_local import DEFAULT_MAX_TOKENS, NEEDS_VLLM
 
 
 def build_ray_processor(
-    config: ModelConfig,
+    bookindex: BookindexConfig,
     schema: dict | None = None,
     vision: bool = False,
-    concurrency: int = 1,
     batch_size: int = 16,
     preprocess: Callable[[dict], dict] | None = None,
     postprocess: Callable[[dict], dict] | None = None,
 ) -> Any:
-    """A Ray Data LLM processor (``ray.data.llm``, Ray 2.60) over ``config.vllm_model_path``.
+    """A Ray Data LLM processor (``ray.data.llm``, Ray 2.60) over the models section's
+    ``vllm_model_path``, with ``index.enrich_workers`` engines (None: 1).
 
     Untested on the development machine (no GPU, no vllm). Rows in must carry ``messages``
     (OpenAI chat format; with ``vision``, image parts as ``image_url`` data URIs) unless a
@@ -32,6 +33,8 @@ def build_ray_processor(
     ``answer_json``: the repaired JSON text, "" when it does not parse; a string keeps the
     Arrow schema stable across rows). Apply it as ``processor(dataset)``.
     """
+    config = bookindex.models
+    concurrency = bookindex.index.enrich_workers or 1
     if not config.vllm_model_path:
         raise ModelError("build_ray_processor needs ModelConfig.vllm_model_path (a local dir)")
     try:

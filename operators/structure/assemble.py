@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pymupdf
 
+from operators.models import is_generative
 from operators.parsing.parse import Block, document_metadata, parse_pages
 from operators.structure.blocks import classify_blocks
 from operators.structure.furniture import BodyStyle
@@ -23,23 +24,22 @@ from operators.structure.sections import (
 from operators.structure.tree import build_tree, toc_skeleton
 
 if TYPE_CHECKING:
-    from operators.models import ModelConfig
+    from operators.models import ModelBackend
 
 
 def section_filter_for(
     outline: list[tuple[int, str, int]],
     use_outline: bool,
-    model_config: ModelConfig | None = None,
+    backend: ModelBackend | None = None,
 ) -> SectionFilter:
-    """The layout or outline filter; wrapped by the LLM refiner (BookRAG §4.2.2) when a
-    generative model is configured."""
+    """The layout or outline filter; wrapped by the LLM refiner (BookRAG §4.2.2) when
+    ``backend`` is a generative model. The caller owns the backend (loaded once per worker)."""
     base = choose_filter(outline, use_outline)
-    if model_config is None or not model_config.generative:
+    if backend is None or not is_generative(backend):
         return base
-    from operators.models import load_backend
     from operators.structure.llm_refiner import LLMSectionFilter
 
-    return LLMSectionFilter(load_backend(model_config), base)
+    return LLMSectionFilter(backend, base)
 
 
 def structure_blocks(
@@ -58,13 +58,13 @@ def structure_blocks(
 
 
 def extract_headings(
-    pdf_path: str, use_outline: bool = True, model_config: ModelConfig | None = None
+    pdf_path: str, use_outline: bool = True, backend: ModelBackend | None = None
 ) -> list[tuple[int, str, int]]:
     """(level, title, 1-based page) of every heading the indexer finds in a PDF."""
     with pymupdf.open(pdf_path) as doc:
         meta = document_metadata(doc)
         parsed = parse_pages(doc, 0, doc.page_count)
-    section_filter = section_filter_for(meta["outline"], use_outline, model_config)
+    section_filter = section_filter_for(meta["outline"], use_outline, backend)
     _, headings = structure_blocks(
         parsed.blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
     )
@@ -76,16 +76,16 @@ def assemble_document(
     meta: dict,
     blocks: list[Block],
     use_outline: bool = True,
-    model_config: ModelConfig | None = None,
+    backend: ModelBackend | None = None,
 ) -> tuple[list, list[dict], dict]:
     """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
 
     ``meta`` is ``operators.parsing.parse.document_metadata`` output. With a generative
-    ``model_config`` the headings are refined by the model (``operators.structure.llm_refiner``) and
+    ``backend`` the headings are refined by the model (``operators.structure.llm_refiner``) and
     the facts say how many model calls failed (``section_model_errors``).
     """
     blocks = sorted(blocks, key=lambda b: (b.page, b.order))
-    section_filter = section_filter_for(meta["outline"], use_outline, model_config)
+    section_filter = section_filter_for(meta["outline"], use_outline, backend)
     body, headings = structure_blocks(
         blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
     )

@@ -7,7 +7,6 @@ over nodes and entities. The corpus resolver that decides the entities is
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
@@ -18,15 +17,15 @@ import numpy as np
 import pyarrow as pa
 
 from operators.graph.entities import STRUCTURAL_TYPES
+from pipelines.rows import decode_vectors, from_json
 from pipelines.store import lance_store
 from pipelines.store.schemas import (
-    EMBED_DIM,
     ENTITIES,
     ER_DECISIONS,
     MENTIONS,
     NODES,
     RELATIONS,
-    SCHEMAS,
+    schema_for,
 )
 
 
@@ -37,16 +36,18 @@ def write_entity_tables(
     canonical: list[dict],
     canonical_vectors: np.ndarray,
 ) -> dict[str, int]:
-    """Append mentions, relations and decisions of the new documents; rewrite ``entities``."""
+    """Append mentions, relations and decisions of the new documents; rewrite ``entities``
+    (vectors of the canonical vectors' width)."""
     now = datetime.now(UTC)
+    width = canonical_vectors.shape[1]
     by_doc = {r["doc_id"]: r for r in doc_rows}
     mentions, relations, decisions = [], [], []
     structural: dict[str, dict] = {}
     for result in results:
         doc = by_doc[result["doc_id"]]
         doc_id, ids = doc["doc_id"], result["entity_ids"]
-        entities = json.loads(doc["entities"])
-        vectors = np.frombuffer(doc["entity_vectors"], np.float32).reshape(len(entities), EMBED_DIM)
+        entities = from_json(doc["entities"])
+        vectors = decode_vectors(doc["entity_vectors"], len(entities), width)
         for entity, entity_id, vector in zip(entities, ids, vectors, strict=True):
             for node_id in entity["node_ids"]:
                 mentions.append(
@@ -69,7 +70,7 @@ def write_entity_tables(
                 }
         weights: Counter[tuple] = Counter()
         described: dict[tuple, str] = {}
-        for r in json.loads(doc["relations"]):
+        for r in from_json(doc["relations"]):
             key = (ids[r["source"]], ids[r["target"]], r["type"], r["node_id"])
             if key[0] != key[1]:
                 weights[key] += r["weight"]
@@ -87,7 +88,7 @@ def write_entity_tables(
             for (s, d, t, n), w in sorted(weights.items())
         ]
         for scope, items in (
-            ("document", json.loads(doc["er_decisions"])),
+            ("document", from_json(doc["er_decisions"])),
             ("corpus", result["decisions"]),
         ):
             decisions += [dict(d, doc_id=doc_id, scope=scope, decided_at=now) for d in items]
@@ -127,13 +128,13 @@ def rewrite_entities(
         for r in rows
         if counts[r["entity_id"]]
     ]
-    table = _table(ENTITIES, rows)
+    table = _table(ENTITIES, rows, canonical_vectors.shape[1])
     lance.write_dataset(table, lance_store.table_path(index_dir, ENTITIES), mode="overwrite")
     return {"entities": len(rows)}
 
 
-def _table(name: str, rows: list[dict]) -> pa.Table:
-    schema = SCHEMAS[name]
+def _table(name: str, rows: list[dict], dim: int | None = None) -> pa.Table:
+    schema = schema_for(name, dim)
     if not rows:
         return schema.empty_table()
     return pa.Table.from_pylist(rows, schema=schema)

@@ -11,7 +11,8 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 
-from pipelines.store.schemas import SCHEMAS
+from operators.config import ConfigError
+from pipelines.store.schemas import SCHEMAS, VECTOR_TABLES, schema_for
 
 
 def table_path(index_dir: str | Path, table: str) -> str:
@@ -25,7 +26,7 @@ def exists(index_dir: str | Path, table: str) -> bool:
 def read_table(index_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
     """The whole table (empty, with the schema, when it does not exist yet)."""
     if not exists(index_dir, table):
-        schema = SCHEMAS[table]
+        schema = schema_for(table)
         if columns:
             schema = pa.schema([schema.field(c) for c in columns])
         return schema.empty_table()
@@ -33,7 +34,8 @@ def read_table(index_dir: str | Path, table: str, columns: list[str] | None = No
 
 
 def append(index_dir: str | Path, table: str, rows: pa.Table) -> None:
-    """Append rows (cast to the table's schema); creates the dataset on first write."""
+    """Append rows (cast to the table's schema); creates the dataset on first write. For the
+    tables without vectors (``nodes`` and ``entities`` are written whole by their writers)."""
     if rows.num_rows == 0:
         return
     rows = rows.select(SCHEMAS[table].names).cast(SCHEMAS[table])
@@ -52,3 +54,27 @@ def delete_where(index_dir: str | Path, table: str, column: str, values: list[st
         return
     quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(set(values)))
     lance.dataset(table_path(index_dir, table)).delete(f"{column} IN ({quoted})")
+
+
+def vector_width(index_dir: str | Path) -> int | None:
+    """The width of the vectors an index holds (its ``nodes``, else its ``entities`` table);
+    None before either exists."""
+    for table in VECTOR_TABLES:
+        if exists(index_dir, table):
+            field = lance.dataset(table_path(index_dir, table)).schema.field("vector")
+            return field.type.list_size
+    return None
+
+
+def check_vector_width(index_dir: str | Path, width: int | None) -> int | None:
+    """The width the index's vectors have, or will have: the stored one, else ``width`` (the
+    configured embedder's; None: not known yet). Refuses a configured width that differs from
+    the stored one: vectors of two models cannot share a table or a similarity."""
+    stored = vector_width(index_dir)
+    if stored is not None and width is not None and stored != width:
+        raise ConfigError(
+            f"{index_dir} holds {stored}-dimensional vectors, and the configured embedding model "
+            f"makes {width}-dimensional ones: configure the model this index was built with, "
+            "or index into a new directory"
+        )
+    return stored if stored is not None else width

@@ -40,6 +40,7 @@ from pipelines.store.schemas import (
     NODES,
     RELATIONS,
     SCHEMAS,
+    TABLES,
 )
 
 # Tables with one or more rows per document (keyed by doc_id); failures rows with an empty
@@ -131,7 +132,7 @@ def _roll_back(index_dir: str | Path, table: str, has_commit: bool) -> int | Non
         lance.dataset(path, version=version).restore()
         return version
     if not has_commit:
-        schema = SCHEMAS.get(table, dataset.schema)
+        schema = SCHEMAS.get(table, dataset.schema)  # entities: of the stored width
         lance.write_dataset(schema.empty_table(), path, mode="overwrite")
         return 0
     if table == ENTITIES:
@@ -150,13 +151,14 @@ def refresh_entities(index_dir: str | Path) -> int:
     stored = lance_store.read_table(index_dir, ENTITIES).to_pylist()
     corpus = [r for r in stored if not r["doc_id"]]
     keys = ("entity_id", "name", "type", "description", "aliases")
-    vectors = np.asarray([r["vector"] for r in corpus], np.float32).reshape(len(corpus), -1)
+    width = lance_store.vector_width(index_dir)
+    vectors = np.asarray([r["vector"] for r in corpus], np.float32).reshape(len(corpus), width)
     canonical = [{k: r[k] for k in keys} for r in corpus]
     return rewrite_entities(index_dir, canonical, vectors)["entities"]
 
 
 def _read(index_dir: str | Path, table: str, columns: list[str] | None) -> pa.Table:
-    if table in SCHEMAS:
+    if table in TABLES:
         return lance_store.read_table(index_dir, table, columns)
     if not lance_store.exists(index_dir, table):
         return pa.table({})

@@ -1,4 +1,9 @@
-"""Arrow schemas of the Lance tables (DESIGN.md §3). One place, so every writer agrees."""
+"""Arrow schemas of the Lance tables (DESIGN.md §3). One place, so every writer agrees.
+
+``nodes`` and ``entities`` hold vectors of the configured embedder's width: their schemas are
+built for a width (``nodes_schema(dim)``, ``entities_schema(dim)``, ``schema_for``); an index
+keeps the width it was built with (``lance_store.vector_width``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import pyarrow as pa
 DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
 ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations", "er_decisions"
 EDGES, COMMUNITIES = "edges", "communities"  # the LAD-RAG document graph (operators/layout_graph)
-EMBED_DIM = 384  # all-MiniLM-L6-v2, the offline default; see vector_schemas for others
+VECTOR_TABLES = (NODES, ENTITIES)
 
 
 documents_schema = pa.schema(
@@ -29,30 +34,39 @@ documents_schema = pa.schema(
     ]
 )
 
-nodes_schema = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("node_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("kind", pa.string()),  # root/section/text/list/table/image/caption/formula
-        ("level", pa.int32()),
-        ("title", pa.string()),
-        ("text", pa.string()),
-        ("page_start", pa.int32()),
-        ("page_end", pa.int32()),
-        ("bbox", pa.list_(pa.float32(), 4)),
-        ("sec_id", pa.int32()),
-        ("para_idx", pa.int32()),
-        ("order", pa.int32()),
-        ("n_tokens", pa.int32()),
-        ("children", pa.list_(pa.int32())),
-        ("n_paragraphs", pa.int32()),
-        ("font_size", pa.float32()),
-        ("bold", pa.bool_()),
-        ("summary", pa.string()),
-        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # null when the job ran without enrich
-    ]
-)
+
+def _vector(dim: int | None) -> pa.DataType:
+    """float32 vectors of width ``dim`` (None: any width, for the empty read of a table that
+    does not exist yet)."""
+    return pa.list_(pa.float32()) if dim is None else pa.list_(pa.float32(), dim)
+
+
+def nodes_schema(dim: int | None) -> pa.Schema:
+    return pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("node_id", pa.string()),
+            ("parent_id", pa.string()),
+            ("kind", pa.string()),  # root/section/text/list/table/image/caption/formula
+            ("level", pa.int32()),
+            ("title", pa.string()),
+            ("text", pa.string()),
+            ("page_start", pa.int32()),
+            ("page_end", pa.int32()),
+            ("bbox", pa.list_(pa.float32(), 4)),
+            ("sec_id", pa.int32()),
+            ("para_idx", pa.int32()),
+            ("order", pa.int32()),
+            ("n_tokens", pa.int32()),
+            ("children", pa.list_(pa.int32())),
+            ("n_paragraphs", pa.int32()),
+            ("font_size", pa.float32()),
+            ("bold", pa.bool_()),
+            ("summary", pa.string()),
+            ("vector", _vector(dim)),  # null when the job ran without enrich
+        ]
+    )
+
 
 failures_schema = pa.schema(
     [
@@ -65,19 +79,22 @@ failures_schema = pa.schema(
     ]
 )
 
-entities_schema = pa.schema(
-    [
-        ("entity_id", pa.string()),
-        ("name", pa.string()),
-        ("type", pa.string()),
-        ("description", pa.string()),
-        ("aliases", pa.list_(pa.string())),
-        ("vector", pa.list_(pa.float32(), EMBED_DIM)),  # the name's embedding
-        ("n_mentions", pa.int32()),
-        ("n_documents", pa.int32()),
-        ("doc_id", pa.string()),  # tables/figures: their document; "" for corpus entities
-    ]
-)
+
+def entities_schema(dim: int | None) -> pa.Schema:
+    return pa.schema(
+        [
+            ("entity_id", pa.string()),
+            ("name", pa.string()),
+            ("type", pa.string()),
+            ("description", pa.string()),
+            ("aliases", pa.list_(pa.string())),
+            ("vector", _vector(dim)),  # the name's embedding
+            ("n_mentions", pa.int32()),
+            ("n_documents", pa.int32()),
+            ("doc_id", pa.string()),  # tables/figures: their document; "" for corpus entities
+        ]
+    )
+
 
 mentions_schema = pa.schema(
     [
@@ -135,14 +152,33 @@ communities_schema = pa.schema(
     ]
 )
 
+# The tables without vectors; ``schema_for`` answers for every table.
 SCHEMAS = {
     DOCUMENTS: documents_schema,
-    NODES: nodes_schema,
     FAILURES: failures_schema,
-    ENTITIES: entities_schema,
     MENTIONS: mentions_schema,
     RELATIONS: relations_schema,
     ER_DECISIONS: er_decisions_schema,
     EDGES: edges_schema,
     COMMUNITIES: communities_schema,
 }
+TABLES = (
+    DOCUMENTS,
+    NODES,
+    FAILURES,
+    ENTITIES,
+    MENTIONS,
+    RELATIONS,
+    ER_DECISIONS,
+    EDGES,
+    COMMUNITIES,
+)
+_VECTOR_SCHEMAS = {NODES: nodes_schema, ENTITIES: entities_schema}
+
+
+def schema_for(table: str, dim: int | None = None) -> pa.Schema:
+    """The schema of any table; ``nodes`` and ``entities`` for vectors of width ``dim`` (None:
+    any width, for an empty read)."""
+    if table in _VECTOR_SCHEMAS:
+        return _VECTOR_SCHEMAS[table](dim)
+    return SCHEMAS[table]

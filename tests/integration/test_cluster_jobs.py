@@ -58,15 +58,28 @@ def test_cluster_and_serve_configs_match_the_code():
 
 
 def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
-    from operators.models import ModelConfig
-    from pipelines.index_pipeline import IndexOptions
+    from operators.config import BookindexConfig, IndexConfig, ModelConfig
+    from pipelines.enrich import enrich_args
+    from pipelines.structure_stage import StructureStage, index_documents, structure_args
 
-    assert IndexOptions().stage_gpus() == 0
-    assert IndexOptions(model_config=ModelConfig(backend="openai")).stage_gpus() == 0
-    assert IndexOptions(model_config=ModelConfig(backend="vllm")).stage_gpus() == 1
-    assert (
-        IndexOptions(model_config=ModelConfig(backend="vllm"), model_gpus=0.5).stage_gpus() == 0.5
-    )
+    def config(backend: str, **index) -> BookindexConfig:
+        return BookindexConfig(models=ModelConfig(backend=backend), index=IndexConfig(**index))
+
+    for backend, gpus in (("offline", 0), ("openai", 0), ("vllm", 1)):
+        assert IndexConfig().stage_gpus(backend) == gpus
+        args = enrich_args(config(backend), workers=4, docs_per_batch=1, width=384)
+        assert args.get("num_gpus", 0) == gpus
+        # a GPU stage scales from one worker, so it never waits for GPUs the cluster lacks
+        assert args["concurrency"] == ((1, 4) if gpus else 4)
+        assert args["fn_constructor_kwargs"]["width"] == 384 and args["batch_size"] == 1
+    assert IndexConfig(model_gpus=0.5).stage_gpus("vllm") == 0.5
+    assert enrich_args(config("offline", enrich_workers=2), 4, 256, None)["concurrency"] == 2
+    # the section filter owns a model only when one can generate; without, plain tasks
+    assert structure_args(config("offline"), 4, grouped=False)["fn"] is index_documents
+    vllm = structure_args(config("vllm"), 4, grouped=True)
+    assert vllm["fn"] is StructureStage and vllm["num_gpus"] == 1
+    assert vllm["fn_constructor_kwargs"]["grouped"] is True
+    assert "num_gpus" not in structure_args(config("openai"), 4, grouped=False)
 
 
 def _free_port() -> int:

@@ -22,15 +22,16 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from pipelines.index_pipeline import IndexOptions, run_index
+from operators.config import BookindexConfig, IndexConfig
+from pipelines.index_pipeline import run_index
 from pipelines.store import lance_store, recovery
-from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, SCHEMAS
+from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, schema_for
 
 REPO = Path(__file__).resolve().parents[2]
 # Columns that differ between two runs over the same input by design (clocks).
 VOLATILE = {"indexed_at", "failed_at", "decided_at", "stage_timings"}
 # enrich_workers=1: one process loads the models; the outcome does not depend on it.
-ENRICHED = IndexOptions(enrich_workers=1, parse_workers=1)
+ENRICHED = BookindexConfig(index=IndexConfig(enrich_workers=1, parse_workers=1))
 # Ray worker names while they parse: whole books, or page ranges of long ones.
 PARSE_WORKERS = ("ray::MapBatches(index_documents)", "ray::Map(parse_range)")
 
@@ -92,7 +93,9 @@ def test_a_worker_killed_mid_job_every_document_indexed_once(ray_session, sample
 
     def job() -> None:
         try:
-            result["summary"] = run_index([str(corpus)], out, IndexOptions(enrich=False))
+            result["summary"] = run_index(
+                [str(corpus)], out, BookindexConfig(index=IndexConfig(enrich=False))
+            )
         except BaseException as exc:  # reported by the assertion below
             result["error"] = exc
 
@@ -209,7 +212,7 @@ def _kill_tree(job: subprocess.Popen) -> None:
 
 
 def _write(index_dir: Path, table: str, rows: list[dict], mode: str = "append") -> None:
-    data = pa.Table.from_pylist(rows, schema=SCHEMAS[table])
+    data = pa.Table.from_pylist(rows, schema=schema_for(table, 384))
     if mode == "append" and not lance_store.exists(index_dir, table):
         mode = "create"
     lance.write_dataset(data, lance_store.table_path(index_dir, table), mode=mode)

@@ -13,11 +13,13 @@ import lancedb
 import polars as pl
 import pytest
 
+from operators.config import BookindexConfig, IndexConfig
 from operators.eval.heading_gold import normalize_title
-from pipelines.index_pipeline import IndexOptions, plan_tasks, run_index
+from pipelines.index_pipeline import run_index
 from pipelines.run_stats import summary_line
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
+from pipelines.structure_stage import plan_tasks
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +215,9 @@ def test_rerun_adds_nothing_and_a_changed_file_replaces_its_rows(
     assert docs.height == 5
     assert _nodes(out)["doc_id"].n_unique() == 5
 
-    forced = run_index([str(corpus / "sample_00.pdf")], out, IndexOptions(force=True))
+    forced = run_index(
+        [str(corpus / "sample_00.pdf")], out, BookindexConfig(index=IndexConfig(force=True))
+    )
     assert forced.ok == 1
     after = _nodes(out)
     assert after["doc_id"].n_unique() == 5
@@ -231,7 +235,9 @@ def test_identical_files_under_two_names_are_one_document(ray_session, sample_co
     corpus.mkdir()
     shutil.copy(sample_corpus / "sample_02.pdf", corpus / "a.pdf")
     shutil.copy(sample_corpus / "sample_02.pdf", corpus / "b.pdf")
-    summary = run_index([str(corpus)], tmp_path / "index", IndexOptions(enrich=False))
+    summary = run_index(
+        [str(corpus)], tmp_path / "index", BookindexConfig(index=IndexConfig(enrich=False))
+    )
     assert (summary.ok, summary.skipped) == (1, 1)
     nodes = _nodes(tmp_path / "index")
     assert nodes["node_id"].n_unique() == nodes.height

@@ -11,8 +11,9 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from operators.config import BookindexConfig, IndexConfig
 from operators.graph.layout_graph import document_communities, document_edges
-from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.index_pipeline import run_index
 from pipelines.store import lance_store
 from pipelines.store.layout_graph_store import backfill_layout_graph, missing_layout_graph
 from pipelines.store.schemas import COMMUNITIES, DOCUMENTS, EDGES, NODES
@@ -31,7 +32,7 @@ def paper_graph(ray_session, shared_data, tmp_path_factory):
     (root / "passages.jsonl").write_text("\n".join(json.dumps(p) for p in passages) + "\n")
     out = root / "index"
     inputs = [str(root / Path(PAPER).name), str(root / "passages.jsonl")]
-    summary = run_index(inputs, out, IndexOptions(enrich=False))
+    summary = run_index(inputs, out, BookindexConfig(index=IndexConfig(enrich=False)))
     assert (summary.ok, summary.failed) == (3, 0), summary.failures
     docs = lance_store.read_table(out, DOCUMENTS).to_pylist()
     doc_id = next(d["doc_id"] for d in docs if d["uri"].endswith(".pdf"))

@@ -10,8 +10,9 @@ import shutil
 import polars as pl
 import pytest
 
+from operators.config import BookindexConfig
 from operators.models import ModelConfig
-from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.index_pipeline import run_index
 from pipelines.store import lance_store
 from pipelines.store.schemas import ENTITIES, FAILURES, MENTIONS, NODES
 from tests.fakes import FakeOpenAI
@@ -47,7 +48,7 @@ def indexed_with_model(ray_session, sample_corpus, tmp_path_factory):
     shutil.copy(sample_corpus / with_figure["file"], root / with_figure["file"])
     config = ModelConfig(backend="openai", base_url=fake.url, model="fake", max_retries=1)
     out = root / "index"
-    summary = run_index([str(root / with_figure["file"])], out, IndexOptions(model_config=config))
+    summary = run_index([str(root / with_figure["file"])], out, BookindexConfig(models=config))
     yield out, summary, with_figure, fake
     fake.close()
 

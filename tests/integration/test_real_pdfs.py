@@ -11,8 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from operators.config import BookindexConfig, IndexConfig
 from operators.eval.heading_gold import load_hips_gold, score
-from pipelines.index_pipeline import IndexOptions, run_index
+from pipelines.index_pipeline import run_index
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, NODES
 
@@ -39,7 +40,9 @@ def real_corpus(shared_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def real_index(ray_session, real_corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("real_index")
-    summary = run_index([str(real_corpus)], out, IndexOptions(pages_per_task=16, enrich=False))
+    summary = run_index(
+        [str(real_corpus)], out, BookindexConfig(index=IndexConfig(pages_per_task=16, enrich=False))
+    )
     docs = pl.from_arrow(lance_store.read_table(out, DOCUMENTS))
     nodes = pl.from_arrow(lance_store.read_table(out, NODES))
     return out, summary, docs, nodes
@@ -106,7 +109,11 @@ def test_scanned_document_with_ocr_layer_has_text(real_index):
 def test_same_input_gives_the_same_index(real_index, real_corpus, tmp_path):
     out, _, _, nodes = real_index
     again = tmp_path / "again"
-    run_index([str(real_corpus)], again, IndexOptions(pages_per_task=64, enrich=False))
+    run_index(
+        [str(real_corpus)],
+        again,
+        BookindexConfig(index=IndexConfig(pages_per_task=64, enrich=False)),
+    )
     second = pl.from_arrow(lance_store.read_table(again, NODES))
     columns = [c for c in nodes.columns if c != "summary"]
     assert nodes.sort("node_id").select(columns).equals(second.sort("node_id").select(columns))

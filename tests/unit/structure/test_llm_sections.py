@@ -168,15 +168,14 @@ def test_backend_without_generation_keeps_the_base(book, layout_headings):
     assert len(section_filter.errors) == 1 and "no generation" in section_filter.errors[0]
 
 
-def test_assemble_document_uses_the_model_only_when_configured(book, server):
+def test_assemble_document_uses_the_model_only_when_it_generates(book, server):
     meta, blocks = book
     _, _, facts = assemble_document("doc", meta, copy.deepcopy(blocks), use_outline=False)
     assert facts["n_sections"] > 0 and "section_model_errors" not in facts
-    offline = ModelConfig(backend="offline")
-    _, _, same = assemble_document("doc", meta, copy.deepcopy(blocks), False, offline)
+    _, _, same = assemble_document("doc", meta, copy.deepcopy(blocks), False, OfflineBackend())
     assert same == facts
     fake = server(demote_all)
-    config = ModelConfig(backend="openai", base_url=fake.url, model="fake")
-    _, toc, facts = assemble_document("doc", meta, copy.deepcopy(blocks), False, config)
+    model = OpenAIBackend(ModelConfig(backend="openai", base_url=fake.url, model="fake"))
+    _, toc, facts = assemble_document("doc", meta, copy.deepcopy(blocks), False, model)
     assert facts["n_sections"] == 0 and facts["section_model_errors"] == 0
     assert len(fake.chats) == 1
