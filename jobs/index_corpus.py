@@ -37,23 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(parser)
     # Named flags: each sets one configuration field; not given (None), it leaves it alone.
     flag = parser.add_argument
-    flag("--force", action="store_const", const=True, help="index.force: re-index unchanged files")
-    flag(
-        "--no-outline",
-        dest="use_outline",
-        action="store_const",
-        const=False,
-        help="index.use_outline=false: ignore PDF outlines; layout evidence only",
-    )
+    flag("--force", action="store_true", default=None, help="index.force: re-index all")
     flag("--pages-per-task", type=int, help="index.pages_per_task (books long enough to split)")
     flag("--workers", type=int, help="index.parse_workers: parse parallelism")
-    flag(
-        "--no-enrich",
-        dest="enrich",
-        action="store_const",
-        const=False,
-        help="index.enrich=false: structure only, no vectors, no entities",
-    )
+    for name, field, what in (
+        ("--no-outline", "use_outline", "ignore PDF outlines, layout evidence only"),
+        ("--no-enrich", "enrich", "structure only, no vectors, no entities"),
+    ):
+        flag(
+            name,
+            dest=field,
+            action="store_false",
+            default=None,
+            help=f"index.{field}=false: {what}",
+        )
     flag("--models", choices=BACKENDS, help="models.backend")
     flag("--model-config", help="a JSON file of models fields (operators.config.ModelConfig)")
     flag("--model-gpus", type=float, help="index.model_gpus: GPUs per model worker")
