@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipelines.rows import from_json
+
 STATS_FILE = "stats.json"
 WORKER_STAGES = ("probe", "parse", "assemble", "layout_graph", "embed", "entities")
 
@@ -46,9 +48,9 @@ class DriverPhases:
 def build_stats(summary: dict, doc_rows: list[dict], driver: DriverPhases) -> dict:
     stages: dict[str, dict] = {}
     for name in WORKER_STAGES:
-        seconds = [json.loads(r.get("stage_timings") or "{}").get(name) for r in doc_rows]
-        memory = [json.loads(r.get("stage_memory") or "{}").get(name) for r in doc_rows]
-        tokens = [json.loads(r.get("stage_tokens") or "{}").get(name) for r in doc_rows]
+        seconds = [from_json(r.get("stage_timings"), {}).get(name) for r in doc_rows]
+        memory = [from_json(r.get("stage_memory"), {}).get(name) for r in doc_rows]
+        tokens = [from_json(r.get("stage_tokens"), {}).get(name) for r in doc_rows]
         ran = [s for s in seconds if s is not None]
         if not ran:
             continue
@@ -69,7 +71,7 @@ def build_stats(summary: dict, doc_rows: list[dict], driver: DriverPhases) -> di
             "status": r["status"],
             "n_pages": r["n_pages"],
             "n_nodes": r["n_nodes"],
-            "timings": json.loads(r.get("stage_timings") or "{}"),
+            "timings": from_json(r.get("stage_timings"), {}),
         }
         for r in sorted(doc_rows, key=lambda r: r["uri"])
     ]
