@@ -175,9 +175,11 @@ def index_graph_shape(index_dir: str) -> str:
     """The Doc-Zoom graph the retrieval engine builds from an index, in one line: documents,
     entities per document, doc–doc links per document and as a share of the documents, all
     edges. What the default synthetic graph is shaped after."""
-    from pipelines.retrieval import Retrieval
+    from operators.config import BookindexConfig, WalkConfig
+    from pipelines.store.reader import open_engine
 
-    engine = Retrieval.open(index_dir, device="cpu").engine
+    config = BookindexConfig(walk=WalkConfig(device="cpu"))
+    engine = open_engine(index_dir, config).zoom.engine
     nd, ne = engine.n_d, engine.n_e
     return (
         f"{index_dir}: {nd} documents, {ne} entities ({ne / nd:.2f} per document), "
