@@ -48,7 +48,8 @@ import scipy.sparse as sp
 
 from operators.models import ModelBackend
 from operators.query.documents import Chunk, DocumentView
-from operators.walks.engine import WalkEngine, top_k_rows, unit_rows
+from operators.walks.engine import WalkEngine, unit_rows
+from operators.walks.topk import top_k_rows
 
 
 @dataclass

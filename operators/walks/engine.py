@@ -52,7 +52,7 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -60,50 +60,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from operators.config import WalkConfig
+from operators.walks.backend import Backend, cupy_or_reason
 from operators.walks.kernel import VECTOR_BYTES, StatePool, kernel_or_reason
+from operators.walks.topk import host as _host
+from operators.walks.topk import top_k_columns
 
 log = logging.getLogger(__name__)
 
 BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 MiB in float64)
 STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / denser S (gathers)
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
-TOPK_BLOCK = 64  # rows per block whose maxima bound the top-k threshold
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
-
-
-@dataclass(frozen=True)
-class Backend:
-    name: str  # "cpu" or "gpu"
-    xp: ModuleType  # numpy or cupy
-    sparse: ModuleType  # scipy.sparse or cupyx.scipy.sparse
-    dtype: Any  # dtype of the walk state and transition matrices
-
-    def asarray(self, a: Any, dtype: Any = None) -> Any:
-        a = a.toarray() if sp.issparse(a) else a
-        return self.xp.asarray(a, dtype=self.dtype if dtype is None else dtype)
-
-    def coo_csr(self, vals: Any, rows: Any, cols: Any, shape: tuple[int, int]) -> Any:
-        idx = (rows.astype(self.xp.int32), cols.astype(self.xp.int32))
-        return self.sparse.coo_matrix((vals.astype(self.dtype), idx), shape=shape).tocsr()
-
-    def sync(self) -> None:
-        if self.name == "gpu":
-            self.xp.cuda.Stream.null.synchronize()
-
-
-def _cupy_or_reason() -> tuple[Any, Any, str]:
-    try:
-        import cupy
-        import cupyx.scipy.sparse as cusparse
-    except ImportError as exc:
-        return None, None, f"CuPy is not installed ({exc})"
-    try:
-        if not cupy.cuda.is_available():
-            return None, None, "CuPy is installed but no CUDA device is available"
-    except Exception as exc:  # driver/runtime errors surface here, not as ImportError
-        return None, None, f"CUDA check failed ({exc})"
-    return cupy, cusparse, ""
 
 
 def make_engine(
@@ -122,7 +90,7 @@ def make_engine(
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
     if device != "cpu":
-        cupy, cusparse, reason = _cupy_or_reason()
+        cupy, cusparse, reason = cupy_or_reason()
         if cupy is not None:
             return WalkEngine(Backend("gpu", cupy, cusparse, dtype), config, threshold_slack)
         if device == "gpu":
@@ -131,10 +99,6 @@ def make_engine(
             log.warning("walk engine runs on CPU (SciPy/NumPy): %s", reason)
             _cpu_notice_done = True
     return WalkEngine(Backend("cpu", np, sp, dtype), config, threshold_slack)
-
-
-def _host(a: Any) -> Any:
-    return a.get() if type(a).__module__.startswith("cupy") else a
 
 
 def _inv(xp: ModuleType, a: Any) -> Any:
@@ -213,39 +177,6 @@ class _SpMM:
             else:
                 out[c] = self.mat @ z[c]
         return out
-
-
-def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``scores`` (B × n, NumPy or CuPy), the ``min(k, n)`` best columns, best
-    first, ties at equal score by smaller column: (ids int64, scores) on the host."""
-    return top_k_columns(scores.T, k, xp)
-
-
-def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
-    """Per column of ``scores`` (n × B, NumPy or CuPy, any strides: read in place), the
-    ``min(k, n)`` best rows, best first, ties at equal score by smaller row: (ids B × k int64,
-    scores B × k) on the host. The k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a
-    threshold that at least k entries of the column reach, so only entries at or above it are
-    sorted."""
-    n, nq = scores.shape
-    k = min(k, n)
-    if k == 0 or nq == 0:
-        return np.zeros((nq, k), dtype=np.int64), np.zeros((nq, k), dtype=str(scores.dtype))
-    nb = n // TOPK_BLOCK
-    maxima = [] if nb == 0 else [scores[: nb * TOPK_BLOCK].reshape(nb, TOPK_BLOCK, nq).max(1)]
-    if n % TOPK_BLOCK:
-        maxima.append(scores[nb * TOPK_BLOCK :].max(axis=0, keepdims=True))
-    maxima = xp.concatenate(maxima)
-    if maxima.shape[0] >= k:
-        floor = -xp.partition(-maxima, k - 1, axis=0)[k - 1]
-    else:  # fewer blocks than k: every entry is a candidate
-        floor = scores.min(axis=0)
-    rows, cols = xp.nonzero(scores >= floor[None, :])
-    vals, rows, cols = _host(scores[rows, cols]), _host(rows), _host(cols)
-    order = np.lexsort((rows, -vals, cols))  # by column, best first, ties by smaller row
-    starts = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=nq))[:-1]])
-    take = order[(starts[:, None] + np.arange(k)).ravel()]
-    return rows[take].reshape(nq, k).astype(np.int64), vals[take].reshape(nq, k)
 
 
 class WalkEngine:
@@ -463,29 +394,6 @@ class WalkEngine:
         r = self.walk(query_vectors, query_entity, config)[0]
         return self._finish(r, config.top_docs if k is None else k)
 
-    def coupled_doc_zoom(
-        self,
-        query_vectors: Any,
-        query_entity: Any,
-        k: int | None = None,
-        config: WalkConfig | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Naive baseline: all queries are extra nodes of one graph (mass leaks between them)."""
-        config = config or self.config
-        T, alpha = config.steps, config.alpha
-        b, xp = self.backend, self.backend.xp
-        hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
-        s = self.S.tocoo()
-        rows = xp.concatenate([s.row.astype(xp.int64) + nq, hb, hj + nq])
-        cols = xp.concatenate([s.col.astype(xp.int64) + nq, hj + nq, hb])
-        vals = xp.concatenate([s.data.astype(F64), hv, hv])
-        colsum = xp.bincount(cols, vals, minlength=nq + self.N)
-        a = b.coo_csr(vals / colsum[cols], rows, cols, (nq + self.N,) * 2)
-        r = r0 = xp.eye(nq + self.N, nq, dtype=b.dtype)
-        for _ in range(T):
-            r = (1 - alpha) * (a @ r) + alpha * r0
-        return self._finish(r[nq:], config.top_docs if k is None else k)
-
     # ---- Chunk-Zoom -------------------------------------------------------------------------
     def chunk_graph(
         self, chunk_vectors: Any, chunk_doc: Any, chunk_entity: Any, omega: float, sigma: float
@@ -579,37 +487,3 @@ class WalkEngine:
             if delta < tol:
                 break
         return _host(x.T)
-
-
-def reference_doc_zoom_single(
-    doc_vectors: np.ndarray,
-    doc_entity: Any,
-    query_vector: np.ndarray,
-    query_entity: Any,
-    config: WalkConfig | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense reference: one query alone on its own (1+n_d+n_e)-node graph, built and iterated
-    densely. Returns (top-k ids, all doc scores, all entity scores). For tests only."""
-    config = config or WalkConfig()
-    T, alpha, n_std = config.steps, config.alpha, config.n_std
-    x = unit_rows(np, np.asarray(doc_vectors, dtype=F64))
-    q = unit_rows(np, np.asarray(query_vector, dtype=F64).ravel())
-    nd = x.shape[0]
-    m = (sp.csr_matrix(doc_entity).toarray() != 0).astype(F64)
-    he = (sp.csr_matrix(query_entity).toarray().ravel() != 0).astype(F64)
-    e = np.exp(x @ x.T)
-    np.fill_diagonal(e, np.nan)
-    thr = np.nanmean(e, axis=1) + n_std * np.nanstd(e, axis=1)
-    d = np.where(e > thr[:, None], e, 0.0)  # NaN diagonal compares False
-    d = d / (d[d > 0].mean() if (d > 0).any() else 1)
-    w = np.exp(x @ q)
-    w = np.where(w > w.mean() + n_std * w.std(), w, 0.0)
-    w = w / (w[w > 0].mean() if (w > 0).any() else 1)
-    a = np.block([[np.zeros((1, 1)), w[None], he[None]], [w[:, None], d, m]])
-    a = np.vstack([a, np.hstack([he[:, None], m.T, np.zeros((m.shape[1],) * 2)])])
-    a = a * _inv(np, a.sum(axis=0))  # column-normalised
-    r = r0 = np.eye(a.shape[0], 1).ravel()
-    for _ in range(T):
-        r = (1 - alpha) * (a @ r) + alpha * r0
-    docs = r[1 : 1 + nd]
-    return np.lexsort((np.arange(nd), -docs))[: config.top_docs], docs, r[1 + nd :]
