@@ -147,38 +147,41 @@ class QueryEngine:
     def _run(
         self, method: str, question: str, doc: int | None, k: int, result: dict
     ) -> tuple[list[int], list[float]]:
-        model, query = self.model, self.config.query
         started = time.perf_counter()
         if method == "dense":
             evidence, scores = self.dense(question, doc, k)
             result["plan"] = ["Dense_TopK"]
         elif method == "zoom":
             evidence, scores = self.zoom_evidence(question, doc, k, result)
-        elif method in ("bookrag", "bookrag_paper"):
-            plan = "paper" if method == "bookrag_paper" else "structured"
-            relevance = self.config.relevance
-            scope = model.scope(doc)
-            out = bookrag_agent.run(
-                model, question, scope, self.walk, k, plan=plan, relevance=relevance
-            )
-            evidence, scores = out.evidence, out.scores
-            result.update(query_class=out.query_class, plan=out.plan, trace=out.trace)
         else:
-            if method == "deepread":
-                tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
-                if is_generative(model.backend):
-                    out = deepread.react_loop(tools, question, k, query.deepread_max_rounds)
-                else:
-                    out = deepread.offline_policy(tools, question, k)
-            else:
-                tools = ladrag.LadRagTools(model, doc)
-                out = ladrag.offline_policy(tools, question, k, query.ladrag_budget * k)
+            out = self._agent(method, question, doc, k)
             evidence, scores = out.evidence, out.scores
-            result.update(trace=out.trace, plan=[s["op"] for s in out.trace])
-        if method not in ("dense", "zoom"):
-            result.update(answer=out.answer, answer_type=out.answer_type)
+            result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
+            if isinstance(out, bookrag_agent.AgentResult):
+                result.update(query_class=out.query_class, plan=out.plan)
+            else:
+                result["plan"] = [s["op"] for s in out.trace]
         result["timings"][method + "_s"] = round(time.perf_counter() - started, 4)
         return list(evidence), list(scores)
+
+    def _agent(
+        self, method: str, question: str, doc: int | None, k: int
+    ) -> bookrag_agent.AgentResult | deepread.ToolRunResult:
+        """BookRAG (structured or paper plan), DeepRead or LAD-RAG on one question."""
+        model, query = self.model, self.config.query
+        if method in ("bookrag", "bookrag_paper"):
+            plan = "paper" if method == "bookrag_paper" else "structured"
+            scope, relevance = model.scope(doc), self.config.relevance
+            return bookrag_agent.run(
+                model, question, scope, self.walk, k, plan=plan, relevance=relevance
+            )
+        if method == "deepread":
+            tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
+            if is_generative(model.backend):
+                return deepread.react_loop(tools, question, k, query.deepread_max_rounds)
+            return deepread.offline_policy(tools, question, k)
+        tools = ladrag.LadRagTools(model, doc)
+        return ladrag.offline_policy(tools, question, k, query.ladrag_budget * k)
 
     def dense(self, question: str, doc: int | None, k: int) -> tuple[list[int], list[float]]:
         """The baseline: top-k leaves by cosine to the question."""
