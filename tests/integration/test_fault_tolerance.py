@@ -241,6 +241,11 @@ def test_c_uncommitted_rows_are_invisible_and_removed_by_recovery(tmp_path):
 
     assert recovery.read_committed(out, NODES, ["node_id"])["node_id"].to_pylist() == ["d1:0"]
     assert set(recovery.read_committed(out, FAILURES)["uri"].to_pylist()) == {"gone.pdf"}
+    from pipelines.store.reader import read_index
+
+    seen = read_index(out)  # the query side reads every table through the same rule
+    assert seen.nodes["node_id"].to_pylist() == ["d1:0"]
+    assert seen.mentions["entity_id"].to_pylist() == ["e1"]
     found = recovery.recover(out)
     assert found.orphans == {NODES: 3, MENTIONS: 1, FAILURES: 1}
     assert set(found.restored) == {ENTITIES}
