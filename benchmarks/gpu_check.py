@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     engines = {}
     for device in ("cpu", "gpu"):
         try:
-            engine = make_engine(device)
+            engine = make_engine(device=device)
         except RuntimeError as exc:
             print(f"GPU side skipped: {exc}")
             continue

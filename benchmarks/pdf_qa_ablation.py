@@ -1,12 +1,16 @@
 """Where BookRAG's structured plan gains page recall over dense top-k: each ingredient added
 one at a time, at the same number of evidence units, on an indexed PDF QA set.
 
-    python -m benchmarks.pdf_qa_ablation --index DIR --questions questions.jsonl [--k 5]
+    python -m benchmarks.pdf_qa_ablation --index DIR --questions questions.jsonl [--k K]
+        [--config FILE] [--set SECTION.FIELD=VALUE ...]
 
-Rows (answerable questions only; page recall in %):
+Rows (answerable questions only; page recall in %). The first is the query API's ``dense``
+method; every other row runs the plan's own code (``bookrag.structured_evidence``, one question,
+no decomposition) with a ``RelevanceConfig`` that turns on one more ingredient of the configured
+one (or ``Page_Ranker`` alone, the last row):
   dense top-k (raw question)            the baseline of jobs.evaluate
   + question without format instructions
-  + BM25 (0.8 dense + 0.2 BM25)
+  + BM25 (dense_weight, BM25 the rest)
   + page ranker (k nodes on k pages)
   + section scent, + modal scent, + entity subtrees, + named references  (= the plan)
 """
@@ -18,72 +22,76 @@ import json
 
 import numpy as np
 
+from operators.config import RelevanceConfig, add_config_arguments, config_from_args
 from operators.eval.qa_metrics import page_metrics
-from operators.query import bookrag_ops as ops
-from operators.query.rules import retrieval_text
-from pipelines.query_index import QueryIndex
+from operators.query import bookrag, scoring
+from operators.query.engine import QueryEngine
 
 
-def _top(leaves: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
-    return leaves[np.lexsort((leaves, -scores))[:k]]
+def ingredients(plan: RelevanceConfig) -> list[tuple[str, RelevanceConfig]]:
+    """The plan's weights switched on one at a time, starting from dense alone."""
+    steps = [
+        ("+ no format instructions", {}),
+        ("+ BM25", {"dense_weight": plan.dense_weight}),
+        ("+ page ranker", {"page_ranker": plan.page_ranker}),
+        ("+ section scent", {"section_scent": plan.section_scent}),
+        ("+ modal scent", {"modal_scent": plan.modal_scent}),
+        ("+ entity subtrees", {"entity_scent": plan.entity_scent}),
+        ("+ named references (the plan)", {"named_references": plan.named_references}),
+    ]
+    values = dict(
+        dense_weight=1.0,
+        page_ranker=False,
+        section_scent=0.0,
+        modal_scent=0.0,
+        entity_scent=0.0,
+        named_references=False,
+    )
+    out = []
+    for name, change in steps:
+        values.update(change)
+        out.append((name, plan.model_copy(update=values)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pdf_qa_ablation")
     parser.add_argument("--index", required=True)
     parser.add_argument("--questions", required=True)
-    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--k", type=int, default=None, help="evidence units (query.k)")
+    add_config_arguments(parser)
     args = parser.parse_args(argv)
-    index = QueryIndex.open(args.index)
-    names = {d.name for d in index.documents}
+    from pipelines.store.reader import open_engine
+
+    config = config_from_args(args, {"query": {"k": args.k}})
+    engine: QueryEngine = open_engine(args.index, config)
+    model, k = engine.model, config.query.k
+    names = {d.name for d in model.documents}
     with open(args.questions, encoding="utf-8") as handle:
         questions = [json.loads(line) for line in handle if line.strip()]
     questions = [q for q in questions if q.get("evidence_pages") and q["doc"] in names]
+    variants = ingredients(config.relevance)
     rows: dict[str, list[float]] = {}
 
     def record(name: str, positions, question: dict) -> None:
         units = [
-            {"page": int(index.page_start[p]), "page_end": int(index.page_end[p])}
+            {"page": int(model.page_start[p]), "page_end": int(model.page_end[p])}
             for p in positions
         ]
         recall = page_metrics(units, question["evidence_pages"])["page_recall"]
         rows.setdefault(name, []).append(recall)
 
-    k = args.k
     for q in questions:
-        doc = index.find_document(q["doc"])
-        scope, leaves = index.scope(doc), index.leaves(doc)
+        doc = model.find_document(q["doc"])
         raw = q["question"]
-        record(
-            "dense top-k (raw question)",
-            _top(leaves, index.dense_scores(index.embed([raw])[0], leaves), k),
-            q,
-        )
-        text = retrieval_text(raw)
-        vector = index.embed([text])[0]
-        dense = ops.minmax(index.dense_scores(vector, leaves))
-        record("+ no format instructions", _top(leaves, dense, k), q)
-        hybrid = index.text_scores(text, leaves, vector, ops.DENSE_WEIGHT)
-        record("+ BM25", _top(leaves, hybrid, k), q)
-        record("+ page ranker", ops.page_ranker(index, leaves, hybrid, k)[0], q)
-        score = hybrid + ops.SECTION_SCENT * ops.section_scent(index, leaves, vector)
-        record("+ section scent", ops.page_ranker(index, leaves, score, k)[0], q)
-        score = score + ops.MODAL_SCENT * ops.modal_scent(index, leaves, text)
-        record("+ modal scent", ops.page_ranker(index, leaves, score, k)[0], q)
-        entities = ops.extract(index, text, scope)
-        if entities:
-            region, _ = ops.select_by_entity(index, scope, entities)
-            score = score + ops.ENTITY_SCENT * np.isin(leaves, region)
-        record("+ entity subtrees", ops.page_ranker(index, leaves, score, k)[0], q)
-        forced = ops.referenced_nodes(index, leaves, text)
-        record(
-            "+ named references (the plan)", ops.page_ranker(index, leaves, score, k, forced)[0], q
-        )
-        record(
-            "dense top-k + page ranker only",
-            ops.page_ranker(index, leaves, index.dense_scores(index.embed([raw])[0], leaves), k)[0],
-            q,
-        )
+        record("dense top-k (raw question)", engine.dense(raw, doc, k)[0], q)
+        for name, relevance in variants:
+            kept, _ = bookrag.structured_evidence(model, [raw], model.scope(doc), k, relevance)
+            record(name, kept, q)
+        leaves = model.leaves(doc)
+        dense = model.dense_scores(model.embed([raw])[0], leaves)
+        spread = scoring.page_ranker(model, leaves, dense, k, relevance=config.relevance)[0]
+        record("dense top-k + page ranker only", spread, q)
     base = float(np.mean(rows["dense top-k (raw question)"]))
     print(f"{len(questions)} answerable questions, k = {k}")
     print(f"{'variant':40s} {'page recall':>11s} {'vs dense':>9s}")

@@ -58,7 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from benchmarks.gpu_check import make_inputs
-from operators.walks.engine import ALPHA, T_STEPS, WalkEngine, make_engine
+from operators.walks.engine import WalkEngine, make_engine
 
 
 def copy_bandwidth(n_bytes: int = 512 << 20, repeats: int = 5) -> float:
@@ -141,8 +141,9 @@ def scipy_single_walk(engine: WalkEngine, h: sp.csr_matrix) -> np.ndarray:
     r0 = np.zeros(a.shape[0])
     r0[0] = 1
     r = r0
-    for _ in range(T_STEPS):
-        r = (1 - ALPHA) * (a @ r) + ALPHA * r0
+    alpha = engine.config.alpha
+    for _ in range(engine.config.steps):
+        r = (1 - alpha) * (a @ r) + alpha * r0
     return r[1:]
 
 
@@ -174,9 +175,11 @@ def index_graph_shape(index_dir: str) -> str:
     """The Doc-Zoom graph the retrieval engine builds from an index, in one line: documents,
     entities per document, doc–doc links per document and as a share of the documents, all
     edges. What the default synthetic graph is shaped after."""
-    from pipelines.retrieval import Retrieval
+    from operators.config import BookindexConfig, WalkConfig
+    from pipelines.store.reader import open_engine
 
-    engine = Retrieval.open(index_dir, device="cpu").engine
+    config = BookindexConfig(walk=WalkConfig(device="cpu"))
+    engine = open_engine(index_dir, config).zoom.engine
     nd, ne = engine.n_d, engine.n_e
     return (
         f"{index_dir}: {nd} documents, {ne} entities ({ne / nd:.2f} per document), "
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     data = make_inputs(args.docs, args.entities, 256, args.dim)
     q, qe = data["queries"], data["query_entity"]
-    exact = make_engine(args.device)  # float64: graph construction and the reference walk
+    exact = make_engine(device=args.device)  # float64: graph construction and the reference walk
     t_build = _timed(lambda: exact.fit(data["docs"], data["doc_entity"]))
     engine = exact.astype(np.dtype(args.dtype).type)
     S = exact.S

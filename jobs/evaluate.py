@@ -4,7 +4,8 @@
     python -m jobs.evaluate --corpus corpus.jsonl --questions questions.jsonl \\
         --method zoom,bm25,dense --out DIR [--index DIR] [--limit N] [--batch 64]
     python -m jobs.evaluate --docs DIR --questions questions.jsonl \\
-        --method bookrag,deepread,zoom,ladrag --out DIR [--index DIR] [--k 5]
+        --method bookrag,deepread,zoom,ladrag --out DIR [--index DIR] [--k K]
+    (both: [--device auto] [--config FILE] [--set SECTION.FIELD=VALUE ...])
 
 PDF QA (``--docs``): indexes the PDFs (or reuses the index), asks every question of its own
 document with each method of the query API, and scores each method beside dense top-k with the
@@ -26,6 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+from operators.config import BookindexConfig, ConfigError, add_config_arguments, config_from_args
+from operators.query.registry import PASSAGE, QUERY, describe, evaluated, method_names
+
 KS = (2, 5, 10)
 
 
@@ -46,9 +50,11 @@ def read_questions(path: str, limit: int | None = None, key: str = "gold_ids") -
     return questions
 
 
-def parse_methods(value: str | None, default: str, allowed: tuple[str, ...]) -> list[str] | None:
-    """The comma-separated methods; None (after a message) when one is unknown."""
-    methods = [m.strip() for m in (value or default).split(",") if m.strip()]
+def parse_methods(value: str | None, kind: str) -> list[str] | None:
+    """The comma-separated methods of a kind (default: those evaluated by default); None
+    (after a message) when one is unknown."""
+    allowed = method_names(kind)
+    methods = [m.strip() for m in (value or ",".join(evaluated(kind))).split(",") if m.strip()]
     unknown = [m for m in methods if m not in allowed]
     if unknown:
         print(f"unknown method(s) {unknown}; choose from {allowed}", file=sys.stderr)
@@ -126,26 +132,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--method",
         default=None,
-        help="passages: zoom, bm25, dense (default all); PDFs: bookrag, deepread, zoom, "
-        "ladrag, auto (default the first four); comma-separated",
+        help=f"comma-separated; passages (default {','.join(evaluated(PASSAGE))}): "
+        f"{describe(PASSAGE)}. PDFs (default {','.join(evaluated(QUERY))}): {describe(QUERY)}",
     )
-    parser.add_argument("--k", type=int, default=5, help="PDF QA: evidence units asked for")
+    parser.add_argument("--k", type=int, default=None, help="PDF QA: evidence units (query.k)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--index", default=None, help="index directory (default: OUT/index)")
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--batch", type=int, default=64, help="queries per retrieval batch")
-    parser.add_argument("--device", default="auto", help="walk engine: auto, cpu or gpu")
+    parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
+    add_config_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args, {"walk": {"device": args.device}})
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.docs:
-        return main_pdf(args)
+        return main_pdf(args, config)
     from pipelines.index_pipeline import run_index
-    from pipelines.retrieval import METHODS, Retrieval
+    from pipelines.store.reader import open_engine
 
-    methods = parse_methods(args.method, "zoom,bm25,dense", METHODS)
+    methods = parse_methods(args.method, PASSAGE)
     if methods is None:
         return 2
     out = Path(args.out)
@@ -154,19 +166,19 @@ def main(argv: list[str] | None = None) -> int:
     questions = read_questions(args.questions, args.limit)
     summary = run_index([args.corpus], index)
     print(summary.line())
-    retrieval = Retrieval.open(index, device=args.device)
+    retrieval = open_engine(index, config).retrieval
     rows = {method: evaluate_method(retrieval, questions, method, args.batch) for method in methods}
     metrics = {method: summarise(method_rows) for method, method_rows in rows.items()}
     write_outputs(out, rows, metrics, markdown(metrics, args.corpus, args.questions))
     return 0
 
 
-def main_pdf(args: argparse.Namespace) -> int:
+def main_pdf(args: argparse.Namespace, config: BookindexConfig) -> int:
+    from operators.eval.pdf_qa import evaluate_pdf_method, pdf_markdown, summarise_pdf
     from pipelines.index_pipeline import run_index
-    from pipelines.pdf_qa_eval import evaluate_pdf_method, pdf_markdown, summarise_pdf
-    from pipelines.query_engine import METHODS, QueryEngine
+    from pipelines.store.reader import open_engine
 
-    methods = parse_methods(args.method, "bookrag,deepread,zoom,ladrag", METHODS)
+    methods = parse_methods(args.method, QUERY)
     if methods is None:
         return 2
     out = Path(args.out)
@@ -183,8 +195,9 @@ def main_pdf(args: argparse.Namespace) -> int:
         return 2
     summary = run_index([str(Path(args.docs) / d) for d in wanted], index)
     print(summary.line())
-    engine = QueryEngine.open(index, device=args.device)
-    rows = {method: evaluate_pdf_method(engine, questions, method, args.k) for method in methods}
+    engine = open_engine(index, config)
+    k = config.query.k if args.k is None else args.k
+    rows = {method: evaluate_pdf_method(engine, questions, method, k) for method in methods}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     write_outputs(out, rows, metrics, pdf_markdown(metrics, args.questions))
     return 0

@@ -1,8 +1,9 @@
 """Ask an index a question.
 
     python -m jobs.query "How many tables are in Section 3?" --index DIR \\
-        [--method auto|bookrag|deepread|zoom|ladrag|dense] [--doc NAME] [--k 5] [--json]
-        [--models offline|openai|vllm] [--model-config FILE.json]
+        [--method auto|bookrag|deepread|zoom|ladrag|dense|bookrag_paper] [--doc NAME] [--k K]
+        [--json] [--models offline|openai|vllm] [--model-config FILE.json] [--device auto]
+        [--config FILE] [--set SECTION.FIELD=VALUE ...]
 
 Prints the answer (extractive with the offline models), the evidence with document, page,
 sec_id, para_idx and score, the plan or tool trace and the timings; ``--json`` prints the whole
@@ -16,8 +17,9 @@ import argparse
 import json
 import sys
 
-from operators.models import BACKENDS, ModelConfig
-from pipelines.query_engine import METHODS
+from operators.config import ConfigError, add_config_arguments, config_from_args
+from operators.models import BACKENDS
+from operators.query.registry import QUERY, QUERY_METHODS, describe
 
 BAD_REQUEST_PREFIXES = ("the question", "unknown method", "no document", "k must", "the index")
 
@@ -26,13 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.query", description=__doc__)
     parser.add_argument("question", help="the question")
     parser.add_argument("--index", required=True, help="index directory")
-    parser.add_argument("--method", choices=METHODS, default="auto")
+    parser.add_argument("--method", choices=QUERY_METHODS, default="auto", help=describe(QUERY))
     parser.add_argument("--doc", default=None, help="ask inside one document (file name)")
-    parser.add_argument("--k", type=int, default=5, help="evidence units asked for")
+    parser.add_argument("--k", type=int, default=None, help="evidence units (default query.k)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--models", choices=BACKENDS, default=None, help="model backend")
     parser.add_argument("--model-config", default=None, help="JSON file of ModelConfig fields")
-    parser.add_argument("--device", default="auto", help="walk engine: auto, cpu or gpu")
+    parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
+    add_config_arguments(parser)
     return parser
 
 
@@ -56,16 +59,17 @@ def render(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pipelines.query_engine import QueryEngine
+    from pipelines.store.reader import open_engine
 
-    config = (
-        ModelConfig.from_file(args.model_config) if args.model_config else ModelConfig.from_env()
-    )
-    if args.models:
-        config.backend = args.models
+    models = {}
+    if args.model_config:
+        with open(args.model_config, encoding="utf-8") as handle:
+            models = json.load(handle)
+    models["backend"] = args.models
     try:
-        engine = QueryEngine.open(args.index, config, device=args.device)
-    except FileNotFoundError as exc:
+        config = config_from_args(args, {"models": models, "walk": {"device": args.device}})
+        engine = open_engine(args.index, config)
+    except (ConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = engine.answer(args.question, args.method, args.doc, args.k)

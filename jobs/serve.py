@@ -1,9 +1,12 @@
 """Serve an index over HTTP with Ray Serve.
 
     python -m jobs.serve --index DIR [--host 127.0.0.1] [--port 8000] [--device auto]
+        [--reload-interval-s 0] [--config FILE] [--set SECTION.FIELD=VALUE ...]
 
-The same application runs from a config file: ``serve run serve_config.yaml``.
-Endpoints: POST /retrieve, GET /health, POST /admin/reload, OpenAPI at /docs.
+The configuration (``operators.config``: the models section picks the model backend, the query
+and serve sections the limits) goes to every replica. The same application runs from a config
+file: ``serve run serve_config.yaml``. Endpoints: POST /retrieve, POST /query, GET /health,
+POST /admin/reload, OpenAPI at /docs.
 """
 
 from __future__ import annotations
@@ -12,35 +15,44 @@ import argparse
 import sys
 from pathlib import Path
 
+from operators.config import ConfigError, add_config_arguments, config_from_args
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.serve", description=__doc__)
-    parser.add_argument("--index", required=True, help="index directory")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument("--index", default=None, help="index directory (serve.index)")
+    parser.add_argument("--host", default=None, help="HTTP host (serve.host)")
+    parser.add_argument("--port", type=int, default=None, help="HTTP port (serve.port)")
+    parser.add_argument("--device", default=None, choices=["auto", "cpu", "gpu"])
     parser.add_argument(
         "--reload-interval-s",
         type=float,
-        default=0,
+        default=None,
         help="check the index for new documents this often (0: only on POST /admin/reload)",
     )
+    add_config_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not (Path(args.index) / "documents.lance").exists():
-        print(f"no index at {args.index}: run python -m jobs.index_corpus first", file=sys.stderr)
+    index = str(Path(args.index).resolve()) if args.index else None
+    serve_flags = {"index": index, "host": args.host, "port": args.port}
+    serve_flags["reload_interval_s"] = args.reload_interval_s
+    try:
+        config = config_from_args(args, {"serve": serve_flags, "walk": {"device": args.device}})
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    from pipelines.serve_app import serve_forever
+    if not (Path(config.serve.index) / "documents.lance").exists():
+        print(
+            f"no index at {config.serve.index}: run python -m jobs.index_corpus first",
+            file=sys.stderr,
+        )
+        return 2
+    from pipelines.serve_app import portable, serve_forever
 
-    app_args = {
-        "index": str(Path(args.index).resolve()),
-        "device": args.device,
-        "reload_interval_s": args.reload_interval_s,
-    }
-    serve_forever(app_args, host=args.host, port=args.port)
+    serve_forever(portable(config), host=config.serve.host, port=config.serve.port)
     return 0
 
 

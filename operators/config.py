@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ENV_PREFIX = "BOOKINDEX_"
 BACKENDS = ("offline", "openai", "vllm")
@@ -163,35 +163,52 @@ class WalkConfig(Section):
 
 
 class RelevanceConfig(Section):
-    """BookRAG's Text_Reasoning and Page_Ranker weights (operators/query/bookrag_ops.py)."""
+    """BookRAG's Text_Reasoning and Page_Ranker weights (operators/query/scoring.py). The PDF QA
+    ablation (benchmarks/pdf_qa_ablation.py) adds them one at a time."""
 
     dense_weight: float = Field(0.8, ge=0, le=1, description="dense share; BM25 has the rest")
     section_scent: float = Field(0.3, ge=0, description="weight of the section-title scent")
     modal_scent: float = Field(0.2, ge=0, description="weight of the table/figure scent")
     entity_scent: float = Field(0.2, ge=0, description="bonus inside Select_by_Entity subtrees")
+    named_references: bool = Field(
+        True, description="tables and figures the question names by number come first"
+    )
+    page_ranker: bool = Field(
+        True, description="Page_Ranker: the best node of each of the k best pages; off: top-k"
+    )
     page_runners_up: float = Field(0.3, ge=0, description="Page_Ranker: weight of next two nodes")
     pages_per_unit: int = Field(
-        3, ge=0, description="Page_Ranker spreads only in scopes of ≥ this × 1k pages"
+        3, ge=0, description="Page_Ranker spreads only in scopes of at least this × k pages"
     )
     ppr_damping: float = Field(0.5, gt=0, lt=1, description="Graph_Reasoning PageRank damping")
     max_query_entities: int = Field(5, ge=1, description="entities linked per query")
-    named_references: bool = Field(True, description="units a question names (Table 2) first")
 
 
 class QueryConfig(Section):
-    """The query API (operators/query)."""
+    """The query API and passage retrieval (operators/query)."""
 
-    k: int = Field(5, ge=1, le=100, description="evidence units returned by default")
+    k: int = Field(5, ge=1, description="evidence units a question gets by default")
+    retrieve_k: int = Field(10, ge=1, description="documents a passage query gets by default")
+    max_k: int = Field(100, ge=1, description="largest k a request may ask for")
     max_question_chars: int = Field(4000, ge=1, description="longest question accepted")
     deepread_max_rounds: int = Field(50, ge=1, description="DeepRead ReAct rounds (paper: 50)")
     deepread_scan_window: tuple[int, int] = Field(
         (1, 1), description="DeepRead Retrieve widens hits by (up, down) paragraphs"
     )
-    ladrag_max_rounds: int = Field(20, ge=1, description="LAD-RAG agent rounds (paper: 20)")
+    ladrag_budget: int = Field(
+        2, ge=1, description="LAD-RAG: evidence units at most, as a multiple of k"
+    )
+
+    @model_validator(mode="after")
+    def _within_max_k(self) -> QueryConfig:
+        for name in ("k", "retrieve_k"):
+            if getattr(self, name) > self.max_k:
+                raise ValueError(f"{name} = {getattr(self, name)} is above max_k = {self.max_k}")
+        return self
 
 
 class ServeConfig(Section):
-    """The Serve application (pipelines/serve_app.py)."""
+    """The Serve application (pipelines/serve_app.py); the query section's k limits apply too."""
 
     index: str = Field("data/sample_index", description="index directory every replica reads")
     host: str = Field("127.0.0.1", description="HTTP host (jobs.serve)")
@@ -201,7 +218,6 @@ class ServeConfig(Section):
     )
     max_batch: int = Field(64, ge=1, description="requests one engine call answers together")
     max_queries: int = Field(256, ge=1, description="queries in one /retrieve request")
-    max_k: int = Field(100, ge=1, description="largest k a request may ask for")
     max_query_chars: int = Field(2000, ge=1, description="longest /retrieve query")
 
 

@@ -1,15 +1,20 @@
 """The Ray Serve application: an HTTP/JSON ingress (FastAPI, OpenAPI at /docs) in front of the
-retrieval engine deployment, which holds the index and the walk graph once and batches
-concurrent requests into one step (``@serve.batch``).
+engine deployment, whose replicas each hold one query engine (``operators.query.engine``: one
+read model of the index, one walk engine, one model backend) serving both endpoints, and batch
+concurrent ``/retrieve`` requests into one step (``@serve.batch``).
 
     POST /retrieve {"query": "..." | "queries": [...], "k": 10, "method": "zoom|bm25|dense"}
-    POST /query    {"question": "...", "method": "auto|bookrag|deepread|zoom|ladrag|dense",
-                    "doc": "file.pdf" (optional), "k": 5}
+    POST /query    {"question": "...", "method": "auto|bookrag|deepread|zoom|ladrag|dense|
+                    bookrag_paper", "doc": "file.pdf" (optional), "k": 5}
                    → the answer (extractive offline), evidence with doc, page, sec_id,
                      para_idx, text and score, the plan or tool trace, timings
-                     (pipelines/query_engine.py; an unknown doc is a 404, a malformed body 422)
+                     (an unknown doc is a 404, a malformed body 422)
     GET  /health
     POST /admin/reload   reopen the index when its ``documents`` table changed
+
+The methods are those of ``operators.query.registry``; the limits (k, question and query length,
+queries per request, batch size) and defaults come from the configuration's query and serve
+sections, the model backend from its models section.
 
 Reloading: the engine keeps answering from the index it opened; ``POST /admin/reload`` (after an
 index job) makes the engine replica that takes it reopen the index when the Lance version of
@@ -27,9 +32,9 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
-from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import ray
 from fastapi import FastAPI
@@ -38,11 +43,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-MAX_QUERY_CHARS = 2000
-MAX_QUESTION_CHARS = 4000
-MAX_QUERIES = 256
-MAX_K = 100
-MAX_BATCH = 64
+from operators.config import SECTIONS, BookindexConfig, load_config
+from operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
+
+# The limits requests are checked against: the defaults here, the application's configuration
+# in every ingress replica (``Ingress.__init__``).
+_limits = BookindexConfig()
+# Serve needs these at class definition; a replica applies the configured values at start.
+DEFAULT_MAX_BATCH = BookindexConfig().serve.max_batch
 
 api = FastAPI(
     title="bookindex",
@@ -55,9 +63,13 @@ class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(None, description="one question")
-    queries: list[str] | None = Field(None, description=f"up to {MAX_QUERIES} questions")
-    k: int = Field(10, ge=1, le=MAX_K, description="documents per question")
-    method: Literal["zoom", "bm25", "dense"] = "zoom"
+    queries: list[str] | None = Field(None, description="questions (serve.max_queries at most)")
+    k: int = Field(
+        default_factory=lambda: _limits.query.retrieve_k,
+        ge=1,
+        description="documents per question (default query.retrieve_k, at most query.max_k)",
+    )
+    method: Literal[PASSAGE_METHODS] = "zoom"  # type: ignore[valid-type]
 
     @field_validator("query")
     @classmethod
@@ -69,9 +81,15 @@ class RetrieveRequest(BaseModel):
     def _many_queries(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
             return None
-        if not 1 <= len(value) <= MAX_QUERIES:
-            raise ValueError(f"queries must hold 1 to {MAX_QUERIES} questions")
+        most = _limits.serve.max_queries
+        if not 1 <= len(value) <= most:
+            raise ValueError(f"queries must hold 1 to {most} questions")
         return [_check_query(v) for v in value]
+
+    @field_validator("k")
+    @classmethod
+    def _k(cls, value: int) -> int:
+        return _check_k(value)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "RetrieveRequest":
@@ -87,19 +105,27 @@ class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(..., description="the question")
-    method: Literal["auto", "bookrag", "deepread", "zoom", "ladrag", "dense", "bookrag_paper"] = (
-        "auto"
-    )
+    method: Literal[QUERY_METHODS] = "auto"  # type: ignore[valid-type]
     doc: str | None = Field(None, description="ask inside one document (file name or doc_id)")
-    k: int = Field(5, ge=1, le=MAX_K, description="evidence units")
+    k: int = Field(
+        default_factory=lambda: _limits.query.k,
+        ge=1,
+        description="evidence units (default query.k, at most query.max_k)",
+    )
 
     @field_validator("question")
     @classmethod
     def _question(cls, value: str) -> str:
-        return _check_query(value, MAX_QUESTION_CHARS, "the question")
+        return _check_query(value, _limits.query.max_question_chars, "the question")
+
+    @field_validator("k")
+    @classmethod
+    def _k(cls, value: int) -> int:
+        return _check_k(value)
 
 
-def _check_query(value: str, limit: int = MAX_QUERY_CHARS, what: str = "a query") -> str:
+def _check_query(value: str, limit: int | None = None, what: str = "a query") -> str:
+    limit = _limits.serve.max_query_chars if limit is None else limit
     value = value.strip()
     if not value:
         raise ValueError(f"{what} must not be empty")
@@ -108,42 +134,75 @@ def _check_query(value: str, limit: int = MAX_QUERY_CHARS, what: str = "a query"
     return value
 
 
-def index_version(index_dir: str) -> int:
-    """The Lance version of ``documents``: it changes with every committed index update."""
-    import lance
+def _check_k(value: int) -> int:
+    if value > _limits.query.max_k:
+        raise ValueError(f"k must be less than or equal to {_limits.query.max_k}")
+    return value
 
-    path = Path(index_dir) / "documents.lance"
-    return lance.dataset(str(path)).version if path.exists() else 0
+
+def app_config(args: Mapping[str, Any]) -> BookindexConfig:
+    """The configuration of an application's ``args``: configuration sections by name
+    (``models``, ``walk``, ``query``, ``serve``, ...), an optional ``config`` file, and the
+    short keys ``index`` (a directory: ``serve.index``), ``device`` (``walk.device``) and
+    ``reload_interval_s`` (``serve.reload_interval_s``)."""
+    sections: dict[str, dict] = {}
+    for name in SECTIONS:
+        value = args.get(name)
+        if isinstance(value, Mapping):
+            sections[name] = dict(value)
+    short = {"index": ("serve", "index"), "device": ("walk", "device")}
+    short["reload_interval_s"] = ("serve", "reload_interval_s")
+    for key, (section, field) in short.items():
+        value = args.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            sections.setdefault(section, {})[field] = value
+    return load_config(args.get("config"), overrides=sections)
+
+
+def portable(config: BookindexConfig) -> dict:
+    """The configuration as plain sections for a replica's ``load_config`` (the API key stays
+    out: a replica reads it from its environment)."""
+    values = config.model_dump()
+    values["models"].pop("api_key")
+    return values
 
 
 # Serve's default of 5 ongoing requests per replica would cap every batch at 5.
-@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=4 * MAX_BATCH)
+@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=4 * DEFAULT_MAX_BATCH)
 class RetrievalEngine:
-    """Holds the index and the Doc-Zoom graph once; concurrent requests share one step."""
+    """Holds one query engine (read model, walk graph, model backend) for both endpoints;
+    concurrent /retrieve requests share one step."""
 
-    def __init__(self, index_dir: str, device: str = "auto", reload_interval_s: float = 0) -> None:
+    def __init__(
+        self,
+        index_dir: str,
+        device: str = "auto",
+        reload_interval_s: float = 0,
+        config: dict | None = None,
+    ) -> None:
+        overrides = dict(config or {})
+        overrides["serve"] = dict(overrides.get("serve", {}), index=index_dir)
+        overrides["walk"] = dict(overrides.get("walk", {}), device=device)
+        self.config = load_config(overrides=overrides)
         self.index_dir = index_dir
-        self.device = device
-        self.version = index_version(index_dir)
+        self.retrieve.set_max_batch_size(self.config.serve.max_batch)
+        self.version = _index_version(index_dir)
         started = time.perf_counter()
-        self.retrieval = self._open()
+        self.engine = self._open()
         self.load_s = time.perf_counter() - started
         self.batches = 0
         self.max_batch = 0
         self.reloads = 0
         self._reload_lock = threading.Lock()
-        self._query_lock = threading.Lock()
-        self.query_engine = None  # pipelines.query_engine.QueryEngine, opened on first /query
         if reload_interval_s > 0:
             threading.Thread(target=self._watch, args=(reload_interval_s,), daemon=True).start()
 
     def _open(self):
-        from pipelines.retrieval import Retrieval
+        from pipelines.store.reader import open_engine
 
-        retrieval = Retrieval.open(self.index_dir, device=self.device)
-        _ = retrieval.engine  # build the walk graph now, not on the first request
-        retrieval.retrieve(["warm up"], "dense", 1)
-        return retrieval
+        engine = open_engine(self.index_dir, self.config)
+        engine.warm_up()  # the walk graph, BM25 indexes and linkers, before threads share them
+        return engine
 
     async def reload(self, force: bool = False) -> dict:
         """Reopen the index if ``documents`` changed (or ``force``); requests keep being
@@ -152,18 +211,17 @@ class RetrievalEngine:
 
     def _reload(self, force: bool = False) -> dict:
         with self._reload_lock:
-            version = index_version(self.index_dir)
+            version = _index_version(self.index_dir)
             reloaded = force or version != self.version
             if reloaded:
                 started = time.perf_counter()
-                self.retrieval = self._open()  # one assignment: a batch sees old or new
-                self.query_engine = None  # the next /query opens the new index
+                self.engine = self._open()  # one assignment: a request sees old or new
                 self.version, self.reloads = version, self.reloads + 1
                 self.load_s = time.perf_counter() - started
             return {
                 "reloaded": reloaded,
                 "index_version": self.version,
-                "documents": self.retrieval.corpus.n_docs,
+                "documents": len(self.engine.model.documents),
                 "load_s": round(self.load_s, 2),
             }
 
@@ -177,25 +235,13 @@ class RetrievalEngine:
 
     async def query(self, request: dict) -> dict:
         """One question through the query API (the agents run one question at a time; requests
-        run side by side in threads, each on the index that was open when it started)."""
-        return await asyncio.to_thread(self._query, request)
+        run side by side in threads, each on the engine that was open when it started)."""
+        engine = self.engine
+        return await asyncio.to_thread(
+            engine.answer, request["question"], request["method"], request["doc"], request["k"]
+        )
 
-    def _query(self, request: dict) -> dict:
-        engine = self._query_engine()
-        return engine.answer(request["question"], request["method"], request["doc"], request["k"])
-
-    def _query_engine(self):
-        with self._query_lock:
-            if self.query_engine is None:
-                from pipelines.query_engine import QueryEngine
-
-                engine = QueryEngine.open(self.index_dir, device=self.device)
-                for method in ("bookrag", "zoom"):  # build the lazy parts before threads share them
-                    engine.answer("warm up", method)
-                self.query_engine = engine
-            return self.query_engine
-
-    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=0.005)
     async def retrieve(self, items: list[tuple[str, str, int]]) -> list[dict]:
         """Items (query, method, k) → results; one retrieval call per method in the batch."""
         self.batches += 1
@@ -203,7 +249,7 @@ class RetrievalEngine:
         return await asyncio.to_thread(self._run, items)
 
     def _run(self, items: list[tuple[str, str, int]]) -> list[dict]:
-        retrieval = self.retrieval  # the whole batch from one index, even during a reload
+        retrieval = self.engine.retrieval  # the whole batch from one index, even during a reload
         out: list[dict | None] = [None] * len(items)
         for method in sorted({m for _, m, _ in items}):
             picked = [i for i, (_, m, _) in enumerate(items) if m == method]
@@ -221,13 +267,15 @@ class RetrievalEngine:
         return out  # type: ignore[return-value]
 
     def health(self) -> dict:
-        corpus = self.retrieval.corpus
+        engine = self.engine
+        view = engine.zoom.view
         return {
             "status": "ok",
             "index": self.index_dir,
-            "documents": corpus.n_docs,
-            "entities": len(corpus.entity_ids),
-            "device": self.retrieval.engine.device,
+            "documents": view.n_docs,
+            "entities": len(view.entity_ids),
+            "device": engine.walk.device,
+            "models": engine.config.models.backend,
             "load_s": round(self.load_s, 2),
             "batches": self.batches,
             "max_batch": self.max_batch,
@@ -236,10 +284,18 @@ class RetrievalEngine:
         }
 
 
+def _index_version(index_dir: str) -> int:
+    from pipelines.store.reader import index_version
+
+    return index_version(index_dir)
+
+
 @serve.deployment(max_ongoing_requests=1024)
 @serve.ingress(api)
 class Ingress:
-    def __init__(self, engine: DeploymentHandle) -> None:
+    def __init__(self, engine: DeploymentHandle, config: dict | None = None) -> None:
+        global _limits
+        _limits = load_config(overrides=config or {})  # the request limits of this replica
         self.engine = engine
 
     @api.post("/retrieve")
@@ -274,29 +330,30 @@ class Ingress:
 
 
 def build_app(args: dict) -> serve.Application:
-    """Application builder: ``args`` = {"index": DIR, "device": "auto|cpu|gpu",
-    "reload_interval_s": 0}. ``device: gpu`` asks Ray for one GPU per engine replica (the CuPy
-    walk engine on a GPU worker); ``auto`` uses a GPU only where one is visible."""
-    if not args.get("index"):
+    """Application builder. ``args``: the configuration (``app_config``: sections such as
+    ``models``, ``walk``, ``query``, ``serve``, a ``config`` file, and the short keys ``index``,
+    ``device``, ``reload_interval_s``); the index directory is required. ``device: gpu`` asks
+    Ray for one GPU per engine replica (the CuPy walk engine on a GPU worker); ``auto`` uses a
+    GPU only where one is visible."""
+    config = app_config(args)
+    if "index" not in config.serve.model_fields_set:
         raise ValueError("the serve application needs args.index: the index directory")
-    device = str(args.get("device", "auto"))
-    deployment = RetrievalEngine
-    if device == "gpu":
-        deployment = RetrievalEngine.options(ray_actor_options={"num_cpus": 1, "num_gpus": 1})
-    engine = deployment.bind(
-        str(args["index"]), device, float(args.get("reload_interval_s", 0) or 0)
+    options: dict = {"max_ongoing_requests": 4 * config.serve.max_batch}
+    if config.walk.device == "gpu":
+        options["ray_actor_options"] = {"num_cpus": 1, "num_gpus": 1}
+    engine = RetrievalEngine.options(**options).bind(
+        config.serve.index, config.walk.device, config.serve.reload_interval_s, portable(config)
     )
-    return Ingress.bind(engine)
+    return Ingress.bind(engine, portable(config))
 
 
 def serve_forever(args: dict, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Start a local Ray, serve ``build_app(args)`` at host:port, and block until Ctrl-C."""
-    import time
-
     ray.init(include_dashboard=False)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_app(args))
-    print(f"serving {args['index']} at http://{host}:{port} (OpenAPI: /docs)", flush=True)
+    index = app_config(args).serve.index
+    print(f"serving {index} at http://{host}:{port} (OpenAPI: /docs)", flush=True)
     try:
         while True:
             time.sleep(3600)

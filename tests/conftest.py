@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +17,15 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA} (set BOOKINDEX_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def hotpot(shared_data) -> dict[str, dict]:
+    """The HotpotQA passages by id."""
+    path = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
 @pytest.fixture(scope="session")

@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from operators.config import RelevanceConfig
+from operators.kinds import STRUCTURE_KINDS
 from operators.models import ModelError, is_generative
 from operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT
 from operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
 from operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
 from operators.query import bookrag_ops as ops
+from operators.query import scoring
 from operators.query.rules import (
     GLOBAL,
     MULTI,
@@ -42,7 +45,7 @@ from operators.query.rules import (
 )
 
 if TYPE_CHECKING:
-    from pipelines.query_index import QueryIndex
+    from operators.query.read_model import ReadModel
 
 SELECT_DEPTH = 2
 MAX_GLOBAL_EVIDENCE = 50
@@ -75,7 +78,7 @@ class Trace:
         )
 
 
-def classify_query(index: QueryIndex, query: str) -> str:
+def classify_query(index: ReadModel, query: str) -> str:
     if is_generative(index.backend):
         messages = [
             {
@@ -93,7 +96,7 @@ def classify_query(index: QueryIndex, query: str) -> str:
     return classify(query)
 
 
-def plan_global(index: QueryIndex, query: str) -> dict:
+def plan_global(index: ReadModel, query: str) -> dict:
     spec = global_spec(query)
     if is_generative(index.backend):
         messages = [
@@ -116,15 +119,17 @@ PLANS = ("structured", "paper")
 
 
 def run(
-    index: QueryIndex,
+    index: ReadModel,
     query: str,
     scope: np.ndarray,
     engine: Any,
+    k: int,
     query_class: str | None = None,
-    k: int = 5,
     plan: str = "structured",
+    relevance: RelevanceConfig | None = None,
 ) -> AgentResult:
-    """Answer one question inside ``scope`` (node positions: a document or the corpus).
+    """Answer one question inside ``scope`` (node positions: a document or the corpus) with
+    ``k`` evidence units (the weights of ``relevance``, default ``RelevanceConfig()``).
 
     ``plan="paper"`` runs eq. 9–10 as written: hard Select_by_Entity / Select_by_Section, then
     Graph_Reasoning ‖ Text_Reasoning → Skyline_Ranker (at most max(k, 10) nodes).
@@ -134,6 +139,7 @@ def run(
     → Text_Reasoning (``structured_relevance``) → Page_Ranker (k nodes on k pages)."""
     if plan not in PLANS:
         raise ValueError(f"unknown plan {plan!r}; choose one of {PLANS}")
+    relevance = relevance or RelevanceConfig()
     trace = Trace()
     started = time.perf_counter()
     category = query_class or classify_query(index, query)
@@ -148,9 +154,9 @@ def run(
             trace.step("Decompose", 1, len(parts), started, sub_questions=parts)
             questions += [p for p in parts if p != query]
         if plan == "paper":
-            found = _paper_single(index, questions, scope, engine, trace, max(k, 10))
+            found = _paper_single(index, questions, scope, engine, trace, max(k, 10), relevance)
         else:
-            found = _structured_single(index, questions, scope, trace, k)
+            found = structured_evidence(index, questions, scope, k, relevance, trace)
         evidence, scores = found
         partials = None
         if len(questions) > 1:
@@ -170,21 +176,29 @@ def run(
     return result
 
 
-def _structured_single(
-    index: QueryIndex, questions: list[str], scope: np.ndarray, trace: Trace, k: int
+def structured_evidence(
+    index: ReadModel,
+    questions: list[str],
+    scope: np.ndarray,
+    k: int,
+    relevance: RelevanceConfig,
+    trace: Trace | None = None,
 ) -> tuple[list[int], list[float]]:
     """Ps with scents: each (sub-)question scores every leaf of the scope; a multi-hop
-    question's node score is the mean of the whole question's and its best sub-question's."""
+    question's node score is the mean of the whole question's and its best sub-question's.
+    Named tables and figures come first when ``relevance.named_references``; Page_Ranker (or
+    top-k) picks the k units."""
+    trace = trace or Trace()
     texts = [retrieval_text(q) for q in questions]
     vectors = index.embed(texts)
-    leaves = scope[~np.isin(index.kind[scope], ("root", "section"))]
+    leaves = scope[~np.isin(index.kind[scope], STRUCTURE_KINDS)]
     if leaves.size == 0:
         return [], []
     per_question = []
     forced: list[int] = []
     for text, vector in zip(texts, vectors, strict=True):
         started = time.perf_counter()
-        entities = ops.extract(index, text, scope)
+        entities = ops.extract(index, text, scope, relevance)
         trace.step(
             "Extract",
             1,
@@ -198,35 +212,39 @@ def _structured_single(
             region, targets = ops.select_by_entity(index, scope, entities, SELECT_DEPTH)
             trace.step("Select_by_Entity", len(scope), len(region), started, sections=len(targets))
         started = time.perf_counter()
-        scent = ops.section_scent(index, leaves, vector)
+        scent = scoring.section_scent(index, leaves, vector)
         trace.step("Select_by_Section", len(leaves), int((scent > 0.5).sum()), started, soft=True)
         wanted = modalities(text)
         if wanted:
             started = time.perf_counter()
-            n_modal = int(ops.modal_scent(index, leaves, text).sum())
+            n_modal = int(scoring.modal_scent(index, leaves, text).sum())
             trace.step(
                 "Filter_Modal", len(leaves), n_modal, started, modal=sorted(wanted), soft=True
             )
         started = time.perf_counter()
-        per_question.append(ops.structured_relevance(index, text, leaves, vector, region))
+        per_question.append(
+            scoring.structured_relevance(index, text, leaves, vector, region, relevance)
+        )
         trace.step("Text_Reasoning", len(leaves), len(leaves), started)
-        forced += [p for p in ops.referenced_nodes(index, leaves, text) if p not in forced]
+        if relevance.named_references:
+            forced += [p for p in ops.referenced_nodes(index, leaves, text) if p not in forced]
     scores = per_question[0]
     if len(per_question) > 1:
         scores = 0.5 * scores + 0.5 * np.max(np.stack(per_question[1:]), axis=0)
     started = time.perf_counter()
-    kept, kept_scores = ops.page_ranker(index, leaves, scores, k, forced)
+    kept, kept_scores = scoring.page_ranker(index, leaves, scores, k, forced, relevance)
     trace.step("Page_Ranker", len(leaves), len(kept), started, references=len(forced))
     return kept.tolist(), [float(s) for s in kept_scores]
 
 
 def _paper_single(
-    index: QueryIndex,
+    index: ReadModel,
     questions: list[str],
     scope: np.ndarray,
     engine: Any,
     trace: Trace,
     max_keep: int,
+    relevance: RelevanceConfig,
 ) -> tuple[list[int], list[float]]:
     """eq. 9–10 as written, for each (sub-)question; the union keeps each node's best score."""
     merged: dict[int, float] = {}
@@ -234,7 +252,7 @@ def _paper_single(
     vectors = index.embed(questions)
     for query, vector in zip(questions, vectors, strict=True):
         started = time.perf_counter()
-        entities = ops.extract(index, query, scope)
+        entities = ops.extract(index, query, scope, relevance)
         names = [index.entity_names[e][0] for e in entities]
         trace.step("Extract", 1, len(entities), started, entities=names)
         started = time.perf_counter()
@@ -252,11 +270,11 @@ def _paper_single(
             trace.step(
                 "Select_by_Section", len(scope), len(selected), started, sections=len(targets)
             )
-        leaves = selected[~np.isin(index.kind[selected], ("root", "section"))]
+        leaves = selected[~np.isin(index.kind[selected], STRUCTURE_KINDS)]
         if leaves.size == 0:
             leaves = selected
         started = time.perf_counter()
-        graph = ops.graph_reasoning(index, leaves, [entities], engine)[0]
+        graph = ops.graph_reasoning(index, leaves, [entities], engine, relevance)[0]
         trace.step("Graph_Reasoning", len(leaves), int((graph > 0).sum()), started)
         started = time.perf_counter()
         text = ops.text_reasoning(index, query, leaves, vector)
@@ -274,7 +292,7 @@ def _paper_single(
     return ranked, [merged[p] for p in ranked]
 
 
-def _run_global(index: QueryIndex, query: str, scope: np.ndarray, trace: Trace) -> AgentResult:
+def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -> AgentResult:
     started = time.perf_counter()
     spec = plan_global(index, query)
     trace.step("Plan_Filters", 1, len(spec["filters"]), started, spec=spec)
@@ -320,7 +338,7 @@ def _run_global(index: QueryIndex, query: str, scope: np.ndarray, trace: Trace) 
     return AgentResult(GLOBAL, [], evidence, [1.0] * len(evidence), answer, how)
 
 
-def _sections_named(index: QueryIndex, positions: np.ndarray, value: str) -> list[int]:
+def _sections_named(index: ReadModel, positions: np.ndarray, value: str) -> list[int]:
     """sec_ids whose heading starts with a number ('3', '4.1', 'A') or contains a title."""
     wanted = value.strip().lower().rstrip(".")
     found = []
@@ -340,7 +358,7 @@ def _sections_named(index: QueryIndex, positions: np.ndarray, value: str) -> lis
     return found
 
 
-def _top_level(index: QueryIndex, sections: np.ndarray) -> np.ndarray:
+def _top_level(index: ReadModel, sections: np.ndarray) -> np.ndarray:
     """'How many chapters/sections': the shallowest heading level present."""
     if sections.size == 0:
         return sections

@@ -4,13 +4,14 @@ Tools (every paragraph carries its coordinates doc_id, sec_id, para_idx):
 - ``toc(doc)``: the table-of-contents skeleton (sec_id, title, level, children, n_paragraphs,
   n_tokens), also rendered as an indented text for a model.
 - ``retrieve(query, k, window)``: the top-k paragraphs, each widened by a scan window within its
-  section (default one paragraph up and one down), deduplicated and put in document order.
+  section (the tools' ``scan_window``, ``QueryConfig.deepread_scan_window``: one paragraph up and
+  one down), deduplicated and put in document order.
 - ``read_section(doc, sec_id, start, end)``: paragraphs start..end (1-based, inclusive) of a
   section, the range clipped to the section.
 
 Policies: ``offline_policy`` (locate with Retrieve, then read the best section around the hits;
 deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
-at most ``MAX_ROUNDS`` rounds).
+at most ``QueryConfig.deepread_max_rounds`` rounds).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ from operators.models import ModelError
 from operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
 from operators.models.prompts import REACT_PROMPT
 from operators.query.bookrag_ops import reduce_answer
+from operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
-    from pipelines.query_index import QueryIndex
+    from operators.query.read_model import ReadModel
 
-MAX_ROUNDS = 50
-SCAN_WINDOW = (1, 1)
 READ_LIMIT = 6  # paragraphs the offline policy reads from the best section
 
 
@@ -66,9 +66,12 @@ class ToolRunResult:
 
 
 class DeepReadTools:
-    def __init__(self, index: QueryIndex, doc: int | None = None) -> None:
+    def __init__(
+        self, index: ReadModel, doc: int | None = None, scan_window: tuple[int, int] = (1, 1)
+    ) -> None:
         self.index = index
         self.doc = doc  # restrict Retrieve to one document
+        self.scan_window = scan_window  # Retrieve widens each hit by (up, down) paragraphs
 
     # ---- tools ----------------------------------------------------------------------------
     def toc(self, doc: int) -> list[dict]:
@@ -87,20 +90,21 @@ class DeepReadTools:
     def retrieve(
         self,
         query: str,
-        k: int = 5,
-        window: tuple[int, int] = SCAN_WINDOW,
+        k: int,
+        window: tuple[int, int] | None = None,
         query_vector: np.ndarray | None = None,
     ) -> list[Paragraph]:
-        """Top-k paragraphs by hybrid relevance, widened by ``window`` (up, down) inside their
-        section, deduplicated (a paragraph keeps its best score) and in document order."""
+        """Top-k paragraphs by hybrid relevance, widened by ``window`` (up, down; default the
+        tools' scan window) inside their section, deduplicated (a paragraph keeps its best
+        score) and in document order."""
         index = self.index
         leaves = index.leaves(self.doc)
         if leaves.size == 0 or k <= 0:
             return []
-        scores = index.text_scores(query, leaves, query_vector)
+        scores = text_scores(index, query, leaves, query_vector)
         top = np.lexsort((leaves, -scores))[:k]
         found: dict[int, float] = {}
-        up, down = window
+        up, down = window or self.scan_window
         for i in top.tolist():
             hit, score = int(leaves[i]), float(scores[i])
             siblings = index.section_leaves(int(index.doc[hit]), int(index.sec_id[hit]))
@@ -136,7 +140,7 @@ class DeepReadTools:
         )
 
 
-def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ToolRunResult:
+def offline_policy(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
     """Locate, then read: Retrieve top-k with the scan window; the section whose hits score
     highest is read around its hits (READ_LIMIT paragraphs at most); evidence = the hits first
     (best first), then the read paragraphs."""
@@ -173,9 +177,7 @@ def offline_policy(tools: DeepReadTools, query: str, k: int = 5) -> ToolRunResul
     return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
 
 
-def react_loop(
-    tools: DeepReadTools, query: str, max_rounds: int = MAX_ROUNDS, k: int = 5
-) -> ToolRunResult:
+def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> ToolRunResult:
     """A generative backend reasons and acts (toc / retrieve / read_section / answer) until it
     answers or ``max_rounds`` pass; everything it read is the evidence."""
     index = tools.index

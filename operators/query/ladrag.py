@@ -17,14 +17,16 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from operators.kinds import NODE_KINDS, STRUCTURE_KINDS
 from operators.query.bookrag_ops import reduce_answer
 from operators.query.deepread import ToolRunResult
+from operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
-    from pipelines.query_index import QueryIndex
+    from operators.query.read_model import ReadModel
 
-NodeKind = Literal["root", "section", "text", "list", "table", "image", "caption", "formula"]
-CONTEXT_TYPES = ("caption_of", "references", "continues", "next", "part_of")
+NodeKind = Literal[NODE_KINDS]  # type: ignore[valid-type]  (the kinds of operators.kinds)
+LINKED_TYPES = ("caption_of", "references", "continues")  # what contextualize brings along
 
 
 class FilterSpecError(ValueError):
@@ -69,12 +71,12 @@ def parse_filter_spec(spec: dict | FilterSpec) -> FilterSpec:
 
 
 class LadRagTools:
-    def __init__(self, index: QueryIndex, doc: int | None = None) -> None:
+    def __init__(self, index: ReadModel, doc: int | None = None) -> None:
         self.index = index
         self.doc = doc
 
     def semantic_search(
-        self, query: str, k: int = 10, query_vector: np.ndarray | None = None
+        self, query: str, k: int, query_vector: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         index = self.index
         positions = index.leaves(self.doc)
@@ -122,7 +124,7 @@ class LadRagTools:
     def _sections(self, positions: np.ndarray, f: FilterSpec) -> np.ndarray:
         index = self.index
         roots = []
-        for p in positions[np.isin(index.kind[positions], ("root", "section"))].tolist():
+        for p in positions[np.isin(index.kind[positions], STRUCTURE_KINDS)].tolist():
             if f.sec_id is not None and int(index.sec_id[p]) != f.sec_id:
                 continue
             title = index.title[p].lower()
@@ -152,7 +154,7 @@ class LadRagTools:
         }
 
 
-def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10) -> ToolRunResult:
+def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
     """Search, then contextualize: semantic_search top-k; each hit brings its caption/captioned
     node, referenced nodes and continuation, then its closest community member; the budget caps
     the evidence (hits rank first)."""
@@ -161,7 +163,7 @@ def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10)
     started = time.perf_counter()
     vector = index.embed([query])[0]
     positions = index.leaves(tools.doc)
-    scores = index.text_scores(query, positions, vector)
+    scores = text_scores(index, query, positions, vector)
     top = np.lexsort((positions, -scores))[:k]
     hits = [(int(positions[i]), float(scores[i])) for i in top]
     trace.append({"op": "semantic_search", "out": len(hits), "s": _since(started)})
@@ -172,9 +174,9 @@ def offline_policy(tools: LadRagTools, query: str, k: int = 5, budget: int = 10)
         linked = [
             p
             for key, ps in context["neighbours"].items()
-            if key.split(":")[0] in ("caption_of", "references", "continues")
+            if key.split(":")[0] in LINKED_TYPES
             for p in ps
-            if index.kind[p] not in ("root", "section")
+            if index.kind[p] not in STRUCTURE_KINDS
         ]
         for p in linked + context["community_members"][:1]:
             if len(evidence) >= budget:

@@ -8,7 +8,11 @@ Inputs are numpy/scipy arrays; outputs are numpy.
 Doc-Zoom graph of one query (nodes: query, n_d documents, n_e entities; A[i, j] carries mass
 from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns normalised):
 
-* doc–doc D[i, j] = exp(cos(p_i, p_j)) kept iff above τ_i = mean_i + 3·std_i (population
+The parameters (T, α, K, β, keep, ω, σ, n_std) are ``operators.config.WalkConfig``: an engine
+is made with one (``make_engine(config)``) and every walk reads it; a call may pass another
+section of the same kind to change the walk's own parameters (not n_std, which shapes the graph).
+
+* doc–doc D[i, j] = exp(cos(p_i, p_j)) kept iff above τ_i = mean_i + n·std_i (population
   statistics of row i over the other n_d − 1 documents; diagonal excluded; not symmetrised).
   query–doc w_j = exp(cos(q, p_j)), same rule over the query's n_d entries, used both ways.
   doc–entity and query–entity: 0/1 indicators, used both ways.
@@ -48,84 +52,53 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from operators.config import WalkConfig
+from operators.walks.backend import Backend, cupy_or_reason
 from operators.walks.kernel import VECTOR_BYTES, StatePool, kernel_or_reason
+from operators.walks.topk import host as _host
+from operators.walks.topk import top_k_columns
 
 log = logging.getLogger(__name__)
 
-T_STEPS, ALPHA, TOP_K = 5, 0.8, 10  # Doc-Zoom (ZoomRAG §5.2 / App. C)
-BETA, KEEP_FRACTION = 0.9, 0.7  # Chunk-Zoom restart and kept share of chunks
-OMEGA, SIGMA = 0.5, 1.0  # chosen constants (paper gives no values): temporal/semantic mix, decay
-N_STD = 3.0  # sparsification: keep exp(cos) above mean + 3σ of the row
 BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 MiB in float64)
 STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / denser S (gathers)
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
-TOPK_BLOCK = 64  # rows per block whose maxima bound the top-k threshold
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
 
 
-@dataclass(frozen=True)
-class Backend:
-    name: str  # "cpu" or "gpu"
-    xp: ModuleType  # numpy or cupy
-    sparse: ModuleType  # scipy.sparse or cupyx.scipy.sparse
-    dtype: Any  # dtype of the walk state and transition matrices
-
-    def asarray(self, a: Any, dtype: Any = None) -> Any:
-        a = a.toarray() if sp.issparse(a) else a
-        return self.xp.asarray(a, dtype=self.dtype if dtype is None else dtype)
-
-    def coo_csr(self, vals: Any, rows: Any, cols: Any, shape: tuple[int, int]) -> Any:
-        idx = (rows.astype(self.xp.int32), cols.astype(self.xp.int32))
-        return self.sparse.coo_matrix((vals.astype(self.dtype), idx), shape=shape).tocsr()
-
-    def sync(self) -> None:
-        if self.name == "gpu":
-            self.xp.cuda.Stream.null.synchronize()
-
-
-def _cupy_or_reason() -> tuple[Any, Any, str]:
-    try:
-        import cupy
-        import cupyx.scipy.sparse as cusparse
-    except ImportError as exc:
-        return None, None, f"CuPy is not installed ({exc})"
-    try:
-        if not cupy.cuda.is_available():
-            return None, None, "CuPy is installed but no CUDA device is available"
-    except Exception as exc:  # driver/runtime errors surface here, not as ImportError
-        return None, None, f"CUDA check failed ({exc})"
-    return cupy, cusparse, ""
-
-
 def make_engine(
-    device: str = "auto", dtype: Any = np.float64, threshold_slack: float = 0.5
+    config: WalkConfig | None = None,
+    *,
+    device: str | None = None,
+    dtype: Any = np.float64,
+    threshold_slack: float = 0.5,
 ) -> WalkEngine:
-    """An empty engine on "cpu", "gpu" (error if CuPy/GPU missing) or "auto" (GPU if usable)."""
+    """An empty engine with the walk parameters of ``config`` (default: ``WalkConfig()``) on
+    its device, or on ``device`` when given: "cpu", "gpu" (error if CuPy/GPU missing) or "auto"
+    (GPU if usable)."""
     global _cpu_notice_done
+    config = config or WalkConfig()
+    device = device or config.device
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
     if device != "cpu":
-        cupy, cusparse, reason = _cupy_or_reason()
+        cupy, cusparse, reason = cupy_or_reason()
         if cupy is not None:
-            return WalkEngine(Backend("gpu", cupy, cusparse, dtype), threshold_slack)
+            return WalkEngine(Backend("gpu", cupy, cusparse, dtype), config, threshold_slack)
         if device == "gpu":
             raise RuntimeError(f"walk engine: device='gpu' requested but {reason}")
         if not _cpu_notice_done:
             log.warning("walk engine runs on CPU (SciPy/NumPy): %s", reason)
             _cpu_notice_done = True
-    return WalkEngine(Backend("cpu", np, sp, dtype), threshold_slack)
-
-
-def _host(a: Any) -> Any:
-    return a.get() if type(a).__module__.startswith("cupy") else a
+    return WalkEngine(Backend("cpu", np, sp, dtype), config, threshold_slack)
 
 
 def _inv(xp: ModuleType, a: Any) -> Any:
@@ -206,44 +179,14 @@ class _SpMM:
         return out
 
 
-def top_k_rows(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``scores`` (B × n, NumPy or CuPy), the ``min(k, n)`` best columns, best
-    first, ties at equal score by smaller column: (ids int64, scores) on the host."""
-    return top_k_columns(scores.T, k, xp)
-
-
-def top_k_columns(scores: Any, k: int, xp: ModuleType = np) -> tuple[np.ndarray, np.ndarray]:
-    """Per column of ``scores`` (n × B, NumPy or CuPy, any strides: read in place), the
-    ``min(k, n)`` best rows, best first, ties at equal score by smaller row: (ids B × k int64,
-    scores B × k) on the host. The k-th largest maximum of blocks of ``TOPK_BLOCK`` rows is a
-    threshold that at least k entries of the column reach, so only entries at or above it are
-    sorted."""
-    n, nq = scores.shape
-    k = min(k, n)
-    if k == 0 or nq == 0:
-        return np.zeros((nq, k), dtype=np.int64), np.zeros((nq, k), dtype=str(scores.dtype))
-    nb = n // TOPK_BLOCK
-    maxima = [] if nb == 0 else [scores[: nb * TOPK_BLOCK].reshape(nb, TOPK_BLOCK, nq).max(1)]
-    if n % TOPK_BLOCK:
-        maxima.append(scores[nb * TOPK_BLOCK :].max(axis=0, keepdims=True))
-    maxima = xp.concatenate(maxima)
-    if maxima.shape[0] >= k:
-        floor = -xp.partition(-maxima, k - 1, axis=0)[k - 1]
-    else:  # fewer blocks than k: every entry is a candidate
-        floor = scores.min(axis=0)
-    rows, cols = xp.nonzero(scores >= floor[None, :])
-    vals, rows, cols = _host(scores[rows, cols]), _host(rows), _host(cols)
-    order = np.lexsort((rows, -vals, cols))  # by column, best first, ties by smaller row
-    starts = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=nq))[:-1]])
-    take = order[(starts[:, None] + np.arange(k)).ravel()]
-    return rows[take].reshape(nq, k).astype(np.int64), vals[take].reshape(nq, k)
-
-
 class WalkEngine:
     """Holds the query-independent Doc-Zoom graph once; runs batched walks on one backend."""
 
-    def __init__(self, backend: Backend, threshold_slack: float = 0.5) -> None:
+    def __init__(
+        self, backend: Backend, config: WalkConfig | None = None, threshold_slack: float = 0.5
+    ) -> None:
         self.backend, self.device, self.slack = backend, backend.name, float(threshold_slack)
+        self.config = config or WalkConfig()
         ei, ef = backend.xp.zeros(0, dtype=np.int64), backend.xp.zeros(0, dtype=F64)
         self.n_d = self.n_e = 0
         self.X = None  # normalised document vectors (n_d × dim)
@@ -286,7 +229,8 @@ class WalkEngine:
         self._floor = xp.concatenate([self._floor, floor])
         cr, cc, cv = (xp.concatenate(p) for p in zip(*parts, strict=True))
         mean, std = _stats(xp, self._s1, self._s2, n - 1)
-        redo = xp.nonzero(mean + N_STD * std < self._floor)[0]  # floor no longer covers τ
+        n_std = self.config.n_std
+        redo = xp.nonzero(mean + n_std * std < self._floor)[0]  # floor no longer covers τ
         if redo.size:
             keep = xp.ones(n, dtype=bool)
             keep[redo] = False
@@ -296,10 +240,10 @@ class WalkEngine:
             cr, cc, cv = (xp.concatenate([a[keep], x]) for a, x in ((cr, rr), (cc, rc), (cv, rv)))
             mean, std = _stats(xp, self._s1, self._s2, n - 1)
         # Raise floors where the new statistics allow, and prune candidates under them.
-        self._floor = xp.maximum(self._floor, mean + (N_STD - self.slack) * std)
+        self._floor = xp.maximum(self._floor, mean + (n_std - self.slack) * std)
         keep = cv > self._floor[cr]
         self._cr, self._cc, self._cv = cr[keep], cc[keep], cv[keep]
-        self._assemble(mean + N_STD * std)
+        self._assemble(mean + n_std * std)
         self.last_add = dict(n_new=n_new, rows_recomputed=int(redo.size), dd_nnz=self.dd_nnz)
         return self
 
@@ -317,7 +261,7 @@ class WalkEngine:
             c[xp.arange(len(rows)), rows] = 0  # diagonal excluded (0 never passes a floor > 0)
             s1, s2 = c.sum(axis=1), xp.einsum("ij,ij->i", c, c)
             mean, std = _stats(xp, s1, s2, n - 1)
-            floor = mean + (N_STD - self.slack) * std
+            floor = mean + (self.config.n_std - self.slack) * std
             r, k = xp.nonzero(c > floor[:, None])
             out.append((s1, s2, floor, rows[r], k, c[r, k]))
         s1, s2, floor, *cand = (xp.concatenate(p) for p in zip(*out, strict=True))
@@ -354,7 +298,7 @@ class WalkEngine:
             xp.exp(w, out=w)
             # one pass for Σw and one for Σw² (no (w − mean)² temporary, as w.std would make)
             mean, std = _stats(xp, w.sum(axis=1), xp.einsum("ij,ij->i", w, w), nd)
-            r, k = xp.nonzero(w > (mean + N_STD * std)[:, None])
+            r, k = xp.nonzero(w > (mean + self.config.n_std * std)[:, None])
             out.append((r + lo, k, w[r, k]))
         hb, hj, hv = (xp.concatenate(p) for p in zip(*out, strict=True))
         hv = hv * (xp.bincount(hb, minlength=nq) * _inv(xp, xp.bincount(hb, hv, minlength=nq)))[hb]
@@ -364,10 +308,13 @@ class WalkEngine:
         return hb, hj, xp.concatenate([hv, xp.ones(er.size, dtype=F64)]), nq
 
     def walk(
-        self, query_vectors: Any, query_entity: Any, T: int = T_STEPS, alpha: float = ALPHA
+        self, query_vectors: Any, query_entity: Any, config: WalkConfig | None = None
     ) -> tuple[Any, Any]:
-        """Batched decoupled walk: (node scores N×B, query-node scores B) on the backend. When
-        one state chunk holds the batch, the N×B scores are a view of the walk's state."""
+        """Batched decoupled walk of ``config.steps`` steps, restart ``config.alpha`` (default:
+        the engine's config): (node scores N×B, query-node scores B) on the backend. When one
+        state chunk holds the batch, the N×B scores are a view of the walk's state."""
+        config = config or self.config
+        T, alpha = config.steps, config.alpha
         xp = self.backend.xp
         hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
         inv_cq = _inv(xp, xp.bincount(hb, hv, minlength=nq))  # query column sum Σh
@@ -419,9 +366,10 @@ class WalkEngine:
             return f"scipy.sparse ({op.reason})"
         return f"compiled CSR kernel (llvmlite, {op.width}-wide state rows)"
 
-    def _spmm(self, alpha: float = ALPHA) -> _SpMM:
-        """The batched product for the current S and ``alpha`` (rebuilt after
-        ``add_documents``)."""
+    def _spmm(self, alpha: float | None = None) -> _SpMM:
+        """The batched product for the current S and ``alpha`` (default: the engine's; rebuilt
+        after ``add_documents``)."""
+        alpha = self.config.alpha if alpha is None else alpha
         op = self._op
         if op is None or op.src is not self.S or op.alpha != alpha:
             self._op = op = _SpMM(self.backend, self.S, alpha, self.inv_s)
@@ -437,34 +385,14 @@ class WalkEngine:
         self,
         query_vectors: Any,
         query_entity: Any,
-        k: int = TOP_K,
-        T: int = T_STEPS,
-        alpha: float = ALPHA,
+        k: int | None = None,
+        config: WalkConfig | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(top-k doc ids B×k, their scores B×k, entity scores B×n_e), each query independent."""
-        return self._finish(self.walk(query_vectors, query_entity, T, alpha)[0], k)
-
-    def coupled_doc_zoom(
-        self,
-        query_vectors: Any,
-        query_entity: Any,
-        k: int = TOP_K,
-        T: int = T_STEPS,
-        alpha: float = ALPHA,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Naive baseline: all queries are extra nodes of one graph (mass leaks between them)."""
-        b, xp = self.backend, self.backend.xp
-        hb, hj, hv, nq = self.query_links(query_vectors, query_entity)
-        s = self.S.tocoo()
-        rows = xp.concatenate([s.row.astype(xp.int64) + nq, hb, hj + nq])
-        cols = xp.concatenate([s.col.astype(xp.int64) + nq, hj + nq, hb])
-        vals = xp.concatenate([s.data.astype(F64), hv, hv])
-        colsum = xp.bincount(cols, vals, minlength=nq + self.N)
-        a = b.coo_csr(vals / colsum[cols], rows, cols, (nq + self.N,) * 2)
-        r = r0 = xp.eye(nq + self.N, nq, dtype=b.dtype)
-        for _ in range(T):
-            r = (1 - alpha) * (a @ r) + alpha * r0
-        return self._finish(r[nq:], k)
+        """(top-k doc ids B×k, their scores B×k, entity scores B×n_e), each query independent;
+        k defaults to the config's ``top_docs``."""
+        config = config or self.config
+        r = self.walk(query_vectors, query_entity, config)[0]
+        return self._finish(r, config.top_docs if k is None else k)
 
     # ---- Chunk-Zoom -------------------------------------------------------------------------
     def chunk_graph(
@@ -497,15 +425,16 @@ class WalkEngine:
         chunk_doc: Sequence[Any],
         chunk_entity: Sequence[Any],
         entity_scores: Any,
-        beta: float = BETA,
-        omega: float = OMEGA,
-        sigma: float = SIGMA,
-        keep: float = KEEP_FRACTION,
+        config: WalkConfig | None = None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query (sequences indexed by query; entity_scores B×n_e from Doc-Zoom): the top
         ceil(keep·l) chunk indices by stationary score y = β(I − (1−β)B̃)⁻¹y⁽⁰⁾, ranked, and
-        their scores. B̃ is dense (semantic links join all chunk pairs), so each system is a
-        dense LU solve; queries are solved together as padded (g, L, L) stacks."""
+        their scores (β, keep, ω, σ: the config's). B̃ is dense (semantic links join all chunk
+        pairs), so each system is a dense LU solve; queries are solved together as padded
+        (g, L, L) stacks."""
+        config = config or self.config
+        beta, omega, sigma = config.beta, config.omega, config.sigma
+        keep = config.keep_fraction
         xp = self.backend.xp
         es = self.backend.asarray(entity_scores, F64).reshape(len(chunk_vectors), -1)
         graphs = []
@@ -558,37 +487,3 @@ class WalkEngine:
             if delta < tol:
                 break
         return _host(x.T)
-
-
-def reference_doc_zoom_single(
-    doc_vectors: np.ndarray,
-    doc_entity: Any,
-    query_vector: np.ndarray,
-    query_entity: Any,
-    k: int = TOP_K,
-    T: int = T_STEPS,
-    alpha: float = ALPHA,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense reference: one query alone on its own (1+n_d+n_e)-node graph, built and iterated
-    densely. Returns (top-k ids, all doc scores, all entity scores). For tests only."""
-    x = unit_rows(np, np.asarray(doc_vectors, dtype=F64))
-    q = unit_rows(np, np.asarray(query_vector, dtype=F64).ravel())
-    nd = x.shape[0]
-    m = (sp.csr_matrix(doc_entity).toarray() != 0).astype(F64)
-    he = (sp.csr_matrix(query_entity).toarray().ravel() != 0).astype(F64)
-    e = np.exp(x @ x.T)
-    np.fill_diagonal(e, np.nan)
-    thr = np.nanmean(e, axis=1) + N_STD * np.nanstd(e, axis=1)
-    d = np.where(e > thr[:, None], e, 0.0)  # NaN diagonal compares False
-    d = d / (d[d > 0].mean() if (d > 0).any() else 1)
-    w = np.exp(x @ q)
-    w = np.where(w > w.mean() + N_STD * w.std(), w, 0.0)
-    w = w / (w[w > 0].mean() if (w > 0).any() else 1)
-    a = np.block([[np.zeros((1, 1)), w[None], he[None]], [w[:, None], d, m]])
-    a = np.vstack([a, np.hstack([he[:, None], m.T, np.zeros((m.shape[1],) * 2)])])
-    a = a * _inv(np, a.sum(axis=0))  # column-normalised
-    r = r0 = np.eye(a.shape[0], 1).ravel()
-    for _ in range(T):
-        r = (1 - alpha) * (a @ r) + alpha * r0
-    docs = r[1 : 1 + nd]
-    return np.lexsort((np.arange(nd), -docs))[:k], docs, r[1 + nd :]

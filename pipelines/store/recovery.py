@@ -5,7 +5,8 @@ A run writes every other table first — ``nodes`` (one atomic Ray ``write_lance
 (rewritten whole), the documents' ``failures`` — and appends the ``documents`` rows last. So:
 
 - a row of a per-document table is *visible* only when its ``doc_id`` is in ``documents``
-  (``committed_doc_ids``, ``read_committed``; ``pipelines.retrieval_corpus`` reads this way);
+  (``committed_doc_ids``, ``read_committed``; the query side's reader,
+  ``pipelines.store.reader``, reads every table this way);
 - a run killed before its commit leaves rows whose ``doc_id`` is not in ``documents``:
   ``recover`` (called first by ``run_index``) deletes them, so the restarted run indexes those
   documents again, exactly once;
@@ -61,15 +62,25 @@ class Recovery:
         return bool(self.orphans)
 
 
-def committed_doc_ids(index_dir: str | Path) -> set[str]:
-    """The documents a reader may see: those with a row in ``documents``."""
-    return set(lance_store.read_table(index_dir, DOCUMENTS, ["doc_id"])["doc_id"].to_pylist())
+def committed_doc_ids(index_dir: str | Path, documents: pa.Table | None = None) -> set[str]:
+    """The documents a reader may see: those with a row in ``documents`` (the table as read
+    already, when given, so that a reader takes every table from one snapshot)."""
+    if documents is None:
+        documents = lance_store.read_table(index_dir, DOCUMENTS, ["doc_id"])
+    return set(documents["doc_id"].to_pylist())
 
 
-def read_committed(index_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
+def read_committed(
+    index_dir: str | Path,
+    table: str,
+    columns: list[str] | None = None,
+    committed: set[str] | None = None,
+) -> pa.Table:
     """A per-document table without the rows of uncommitted documents (``documents`` is read
-    first, so rows committed after it are left out too; rows with no doc_id are kept)."""
-    committed = committed_doc_ids(index_dir)
+    first, so rows committed after it are left out too; rows with no doc_id are kept).
+    ``committed``: the committed documents as a reader already took them."""
+    if committed is None:
+        committed = committed_doc_ids(index_dir)
     wanted = columns if columns is None or "doc_id" in columns else [*columns, "doc_id"]
     rows = _read(index_dir, table, wanted)
     if "doc_id" not in rows.column_names:

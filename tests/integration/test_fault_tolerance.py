@@ -178,9 +178,11 @@ def test_b_job_killed_outright_resumes_to_the_uninterrupted_tables(
     assert len(orphans) == 12  # B's nodes are on disk ...
     visible = recovery.read_committed(killed, NODES, ["node_id", "doc_id"])
     assert set(visible["doc_id"].to_pylist()) == committed_before  # ... and invisible
-    from pipelines.retrieval_corpus import load_corpus
+    from pipelines.store.reader import open_read_model
 
-    assert load_corpus(killed).n_docs == 12
+    model = open_read_model(killed)  # the query side's reader: the same commit rule
+    assert len(model.documents) == 12 and {d.doc_id for d in model.documents} == committed_before
+    assert {model.documents[int(d)].doc_id for d in set(model.doc.tolist())} <= committed_before
 
     summary = run_index([str(a), str(b)], killed, ENRICHED)  # started again
     assert (summary.ok, summary.skipped) == (12, 12)
@@ -242,6 +244,11 @@ def test_c_uncommitted_rows_are_invisible_and_removed_by_recovery(tmp_path):
 
     assert recovery.read_committed(out, NODES, ["node_id"])["node_id"].to_pylist() == ["d1:0"]
     assert set(recovery.read_committed(out, FAILURES)["uri"].to_pylist()) == {"gone.pdf"}
+    from pipelines.store.reader import read_index
+
+    seen = read_index(out)  # the query side reads every table through the same rule
+    assert seen.nodes["node_id"].to_pylist() == ["d1:0"]
+    assert seen.mentions["entity_id"].to_pylist() == ["e1"]
     found = recovery.recover(out)
     assert found.orphans == {NODES: 3, MENTIONS: 1, FAILURES: 1}
     assert set(found.restored) == {ENTITIES}

@@ -105,7 +105,7 @@ def test_walk_results_survive_later_walks():
     rng = np.random.default_rng(5)
     docs = rng.normal(size=(200, 16))
     doc_entity = sp.random(200, 300, density=0.02, format="csr", random_state=rng)
-    engine = make_engine("cpu", dtype=np.float32).fit(docs, doc_entity)
+    engine = make_engine(device="cpu", dtype=np.float32).fit(docs, doc_entity)
     query_entity = sp.csr_matrix((40, 300))
     first, _ = engine.walk(rng.normal(size=(40, 16)), query_entity)
     kept = first.copy()

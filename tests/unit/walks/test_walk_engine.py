@@ -9,12 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from operators.walks.engine import (
-    make_engine,
-    reference_doc_zoom_single,
-    top_k_columns,
-    top_k_rows,
-)
+from operators.config import WalkConfig
+from operators.walks.engine import make_engine
+from operators.walks.reference import coupled_doc_zoom, reference_doc_zoom_single
+from operators.walks.topk import top_k_columns, top_k_rows
 
 N_DOC, N_ENT, N_Q, DIM = 300, 500, 32, 32
 
@@ -41,7 +39,7 @@ def corpus() -> dict:
 
 @pytest.fixture(scope="module")
 def engine(corpus):
-    return make_engine("cpu").fit(corpus["docs"], corpus["doc_entity"])
+    return make_engine(device="cpu").fit(corpus["docs"], corpus["doc_entity"])
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +71,7 @@ def test_batched_doc_zoom_equals_each_query_alone(engine, corpus, references):
 
 def test_coupled_walk_leaks_mass_between_queries(engine, corpus, references):
     q, qe = corpus["queries"], corpus["query_entity"]
-    _, c_scores, c_ent = engine.coupled_doc_zoom(q, qe)
+    _, c_scores, c_ent = coupled_doc_zoom(engine, q, qe)
     _, scores, ent = engine.doc_zoom(q, qe)
     ours = max(np.abs(ent[b] - references[b][2]).max() for b in range(N_Q))
     coupled = max(np.abs(c_ent[b] - references[b][2]).max() for b in range(N_Q))
@@ -123,7 +121,8 @@ def test_chunk_zoom_closed_form_equals_power_iteration(engine, corpus):
     vecs, docs, ents = _chunk_inputs(rng, 6)
     _, _, ent_scores = engine.doc_zoom(corpus["queries"][:6], corpus["query_entity"][:6])
     ent_scores = ent_scores + rng.random(ent_scores.shape) * 1e-3  # every local entity counts
-    ranked = engine.chunk_zoom(vecs, docs, ents, ent_scores, beta=0.9, keep=1.0)
+    everything = WalkConfig(beta=0.9, keep_fraction=1.0)
+    ranked = engine.chunk_zoom(vecs, docs, ents, ent_scores, everything)
     kept = engine.chunk_zoom(vecs, docs, ents, ent_scores)
     closed = []
     for order, scores in ranked:
@@ -149,7 +148,7 @@ def test_incremental_add_equals_full_build(corpus, slack):
     q, qe = corpus["queries"], corpus["query_entity"]
     docs, de = corpus["docs"], corpus["doc_entity"].tocsr()
     # The first 150 docs only know entities < 400; later batches bring 50 new entities each.
-    inc = make_engine("cpu", threshold_slack=slack)
+    inc = make_engine(device="cpu", threshold_slack=slack)
     inc.add_documents(docs[:150], de[:150, :400], n_new_entities=400)
     recomputed = 0
     for lo, hi, n_e in ((150, 230, 450), (230, 300, 500)):
@@ -159,7 +158,7 @@ def test_incremental_add_equals_full_build(corpus, slack):
     de_ref = de.tolil()
     de_ref[:150, 400:] = 0
     de_ref[150:230, 450:] = 0
-    full = make_engine("cpu", threshold_slack=slack).fit(docs, de_ref.tocsr())
+    full = make_engine(device="cpu", threshold_slack=slack).fit(docs, de_ref.tocsr())
     a = full.doc_zoom(q, qe)
     b = inc.doc_zoom(q, qe)
     assert inc.n_d == N_DOC and inc.n_e == N_ENT and inc.dd_nnz == full.dd_nnz
@@ -179,20 +178,22 @@ def _gpu_available() -> bool:
 
 
 def test_backend_selection():
-    assert make_engine("cpu").device == "cpu"
+    assert make_engine(device="cpu").device == "cpu"
     with pytest.raises(ValueError):
-        make_engine("tpu")
+        make_engine(device="tpu")
     if _gpu_available():
-        assert make_engine("auto").device == "gpu" and make_engine("gpu").device == "gpu"
+        assert (
+            make_engine(device="auto").device == "gpu" and make_engine(device="gpu").device == "gpu"
+        )
         return
     with pytest.raises(RuntimeError, match="device='gpu' requested but .*(CuPy|CUDA)"):
-        make_engine("gpu")
-    assert make_engine("auto").device == "cpu"
+        make_engine(device="gpu")
+    assert make_engine(device="auto").device == "cpu"
 
 
 @pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA device")
 def test_gpu_backend_matches_cpu(engine, corpus):
-    gpu = make_engine("gpu").fit(corpus["docs"], corpus["doc_entity"])
+    gpu = make_engine(device="gpu").fit(corpus["docs"], corpus["doc_entity"])
     a = engine.doc_zoom(corpus["queries"], corpus["query_entity"])
     b = gpu.doc_zoom(corpus["queries"], corpus["query_entity"])
     np.testing.assert_array_equal(a[0], b[0])
@@ -211,7 +212,7 @@ def test_ppr_batch_matches_igraph():
     seeds = np.zeros((n_seeds, n))
     for b in range(n_seeds):
         seeds[b, rng.choice(n, 3, replace=False)] = rng.random(3) + 0.1
-    got = make_engine("cpu").ppr_batch(a, seeds, damping=0.5, iterations=200)
+    got = make_engine(device="cpu").ppr_batch(a, seeds, damping=0.5, iterations=200)
     coo = a.tocoo()
     g = ig.Graph(
         n=n, edges=list(zip(coo.row.tolist(), coo.col.tolist(), strict=True)), directed=True
@@ -229,10 +230,11 @@ def test_ppr_batch_matches_igraph():
 def test_short_walks_equal_reference(engine, corpus, steps):
     """Step 1 skips the product (r = 0) and step 2 is a sparse product: check T ≤ 3 too."""
     q, qe = corpus["queries"][:6], corpus["query_entity"][:6]
-    r, _ = engine.walk(q, qe, T=steps)
+    config = WalkConfig().model_copy(update={"steps": steps})  # 0 is below the config's range
+    r, _ = engine.walk(q, qe, config)
     for b in range(6):
         _, ref_docs, ref_ent = reference_doc_zoom_single(
-            corpus["docs"], corpus["doc_entity"], q[b], qe[b], T=steps
+            corpus["docs"], corpus["doc_entity"], q[b], qe[b], config
         )
         assert np.abs(r[:N_DOC, b] - ref_docs).max() < 1e-12
         assert np.abs(r[N_DOC:, b] - ref_ent).max() < 1e-12
@@ -255,7 +257,7 @@ def test_scipy_product_and_float32_match(engine, corpus):
 
 
 def test_top_k_ties_prefer_smaller_ids():
-    e = make_engine("cpu")
+    e = make_engine(device="cpu")
     e.n_d = 50
     rng = np.random.default_rng(1)
     r = np.round(rng.random((60, 40)) * 4) / 4  # many ties
@@ -273,7 +275,7 @@ def test_several_state_chunks_equal_each_query_alone(corpus, dtype, n_queries):
     """Batches wider than one CPU state chunk (128 float64 / 256 float32 lanes here) are cut
     into chunks, the last one padded: each query still gets what it gets alone (up to rounding:
     the query links of a batch come from one matrix product, a single query's from another)."""
-    engine = make_engine("cpu", dtype=dtype).fit(corpus["docs"], corpus["doc_entity"])
+    engine = make_engine(device="cpu", dtype=dtype).fit(corpus["docs"], corpus["doc_entity"])
     nc, w = engine._spmm().layout(n_queries)
     assert nc == 2 and w * nc > n_queries  # two chunks, padding lanes in the second
     rng = np.random.default_rng(7)

@@ -1,7 +1,7 @@
 """The query methods with a generative backend: the planner, Decompose, Reduce and the DeepRead
 ReAct loop call ``complete`` with JSON schemas and act on the answers; an unusable answer falls
 back to the rules. The model is a scripted double (the test is about the agents, not the model);
-embeddings stay the offline model's, as in the index."""
+embeddings stay the offline model's, as in the index (built in memory, conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from operators.models import ModelConfig, ModelError
 from operators.models.offline import OfflineBackend
-from pipelines.query_engine import QueryEngine
-from pipelines.query_index import QueryIndex
+from operators.query.engine import QueryEngine
+from operators.query.read_model import ReadModel
 from tests.conftest import PAPER
 
 
@@ -39,13 +39,12 @@ class ScriptedModel(OfflineBackend):
         return answer
 
 
-def _engine(paper_index, script: dict) -> tuple[QueryEngine, ScriptedModel]:
+def _engine(paper_tables, config, script: dict) -> tuple[QueryEngine, ScriptedModel]:
     model = ScriptedModel(script)
-    return QueryEngine(QueryIndex.open(paper_index, backend=model), device="cpu"), model
+    return QueryEngine(ReadModel.from_tables(paper_tables, model), config), model
 
 
-def test_react_loop_reads_what_the_model_asks_and_answers(paper_index):
-    index = QueryIndex.open(paper_index)
+def test_react_loop_reads_what_the_model_asks_and_answers(paper_tables, config, index):
     doc = index.find_document(PAPER)
     section = next(e["sec_id"] for e in index.toc(doc) if e["title"].startswith("3.3"))
     actions = [
@@ -54,7 +53,7 @@ def test_react_loop_reads_what_the_model_asks_and_answers(paper_index):
         {"thought": "read", "action": "read_section", "sec_id": section, "start": 1, "end": 3},
         {"thought": "done", "action": "answer", "answer": "8980"},
     ]
-    engine, model = _engine(paper_index, {"action": actions})
+    engine, model = _engine(paper_tables, config, {"action": actions})
     result = engine.answer("How many items in the Amazon datasets?", "deepread", PAPER, k=3)
     assert [s["op"] for s in result["trace"]] == [
         "retrieve",
@@ -70,16 +69,18 @@ def test_react_loop_reads_what_the_model_asks_and_answers(paper_index):
     assert all(schema and "action" in schema["properties"] for _, schema in model.calls)
 
 
-def test_react_loop_stops_at_the_round_limit(paper_index):
-    from operators.query.deepread import DeepReadTools, react_loop
+def test_react_loop_stops_at_the_round_limit(paper_tables, config):
+    script = {"action": [{"thought": "again", "action": "retrieve", "query": "x"}]}
+    rounds = config.model_copy(
+        update={"query": config.query.model_copy(update={"deepread_max_rounds": 4})}
+    )
+    engine, _ = _engine(paper_tables, rounds, script)
+    out = engine.answer("anything?", "deepread", PAPER)
+    assert [s["op"] for s in out["trace"]] == ["retrieve"] * 4
+    assert out["answer_type"] == "extractive"
 
-    model = ScriptedModel({"action": [{"thought": "again", "action": "retrieve", "query": "x"}]})
-    index = QueryIndex.open(paper_index, backend=model)
-    out = react_loop(DeepReadTools(index, index.find_document(PAPER)), "anything?", max_rounds=4)
-    assert len(out.trace) == 4 and out.answer_type == "extractive"
 
-
-def test_planner_and_reduce_use_the_model(paper_index):
+def test_planner_and_reduce_use_the_model(paper_tables, config):
     script = {
         "category": [{"category": "global"}, {"category": "single-hop"}],
         "filters": {
@@ -90,7 +91,7 @@ def test_planner_and_reduce_use_the_model(paper_index):
         "sections": {"sections": []},
         "answer": {"answer": "Table 3"},
     }
-    engine, model = _engine(paper_index, script)
+    engine, model = _engine(paper_tables, config, script)
     counted = engine.answer("Tables, please: how many?", "bookrag", PAPER)
     assert counted["query_class"] == "global" and counted["answer"] == str(len(counted["evidence"]))
     assert counted["answer"] == "6"
@@ -112,8 +113,8 @@ FAILING = {key: ModelError("not JSON after 2 retries") for key in GARBAGE}
 
 
 @pytest.mark.parametrize("script", [FAILING, GARBAGE], ids=["model-error", "garbage"])
-def test_an_unusable_model_answer_falls_back_to_the_rules(paper_index, script):
-    engine, _ = _engine(paper_index, dict(script))
+def test_an_unusable_model_answer_falls_back_to_the_rules(paper_tables, config, script):
+    engine, _ = _engine(paper_tables, config, dict(script))
     result = engine.answer("How many tables are on page 4?", "bookrag", PAPER)
     assert result["error"] is None and result["query_class"] == "global"
     assert result["answer"] == "3"

@@ -1,20 +1,19 @@
-"""Entity linking for ZoomRAG retrieval: title entities (passages linked to the titles they name,
-like hyperlinks), query linking (capitalised names, accents folded) and the bridge walk of
-Doc-Zoom (pipelines.retrieval)."""
+"""Entity linking for ZoomRAG: title entities (passages linked to the titles they name, like
+hyperlinks), query linking (capitalised names, accents folded) and the bridge walk of Doc-Zoom
+(operators.query.zoom), on document views made here."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from operators.config import WalkConfig
 from operators.graph.entity_linking import EntityLinker, title_forms, title_links
+from operators.query import zoom as zoom_module
+from operators.query.documents import DocumentView
+from operators.query.zoom import Zoom
 from operators.walks.engine import make_engine
-from pipelines import retrieval as retrieval_module
-from pipelines.retrieval import Retrieval
-from pipelines.retrieval_corpus import TITLE_ENTITY, RetrievalCorpus
 
 
 def test_title_forms_drop_the_qualifier_and_a_leading_the():
@@ -46,14 +45,6 @@ def test_title_links_own_title_and_named_titles():
     assert sorted(links) == [(0, 0), (0, 1), (1, 1), (2, 0), (3, 1)]
 
 
-@pytest.fixture(scope="module")
-def hotpot(shared_data) -> dict[str, dict]:
-    path = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
-    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
-
-
 def test_hotpotqa_passages_link_the_titles_they_name(hotpot):
     ids = list(hotpot)
     names, links, _ = title_links(
@@ -72,11 +63,12 @@ def test_hotpotqa_passages_link_the_titles_they_name(hotpot):
     assert "Lilu (mythology)" in found
 
 
-def _corpus(doc_vectors: np.ndarray, doc_entity: sp.csr_matrix) -> RetrievalCorpus:
+def _corpus(doc_vectors: np.ndarray, doc_entity: sp.csr_matrix) -> DocumentView:
     n, m = doc_entity.shape
-    return RetrievalCorpus(
+    return DocumentView(
         doc_ids=[f"d{i}" for i in range(n)],
         uris=[f"c.jsonl#p{i}" for i in range(n)],
+        names=[f"p{i}" for i in range(n)],
         titles=[f"T{i}" for i in range(n)],
         texts=[f"text {i}" for i in range(n)],
         doc_vectors=doc_vectors,
@@ -87,7 +79,7 @@ def _corpus(doc_vectors: np.ndarray, doc_entity: sp.csr_matrix) -> RetrievalCorp
     )
 
 
-def _bridge_corpus() -> tuple[RetrievalCorpus, np.ndarray, sp.csr_matrix]:
+def _bridge_corpus() -> tuple[DocumentView, np.ndarray, sp.csr_matrix]:
     """Doc 0 answers the first hop (it is the query's direction); doc 1 shares only entity 0
     with doc 0 and is orthogonal to the query; docs 2..n are mildly similar distractors, each
     with an entity of its own."""
@@ -107,27 +99,29 @@ def _bridge_corpus() -> tuple[RetrievalCorpus, np.ndarray, sp.csr_matrix]:
     return _corpus(x, doc_entity), q[None], sp.csr_matrix((1, n - 1))
 
 
-def _query_walk_alone(retrieval: Retrieval, q, query_entity) -> np.ndarray:
-    nd = retrieval.corpus.n_docs
-    return retrieval_module._node_distribution(retrieval.engine.walk(q, query_entity)[0], nd)[
-        :, :nd
-    ]
+def _zoom(view: DocumentView) -> Zoom:
+    return Zoom(view, backend=None, walk=make_engine(device="cpu"))
+
+
+def _query_walk_alone(zoom: Zoom, q, query_entity) -> np.ndarray:
+    nd = zoom.view.n_docs
+    return zoom_module._node_distribution(zoom.engine.walk(q, query_entity)[0], nd)[:, :nd]
 
 
 def test_bridge_walk_brings_the_next_hop_into_the_top():
     corpus, q, query_entity = _bridge_corpus()
-    retrieval = Retrieval(corpus, backend=None, device="cpu")
-    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    zoom = _zoom(corpus)
+    docs, _ = zoom.doc_zoom_scores(q, query_entity)
     order = np.argsort(-docs[0], kind="stable")
     assert order[0] == 0 and order[1] == 1
-    alone = _query_walk_alone(retrieval, q, query_entity)
+    alone = _query_walk_alone(zoom, q, query_entity)
     assert list(np.argsort(-alone[0], kind="stable")).index(1) > 5  # one walk: out of reach
 
 
 def test_round_robin_takes_the_lists_in_turn_and_skips_taken_documents():
     query_list = np.array([[0.9, 0.8, 0.7, 0.0, 0.0, 0.1], [0.9, 0.8, 0.7, 0.0, 0.0, 0.1]])
     bridge_list = np.array([[-1.0, 0.5, 0.0, 0.9, 0.2, 0.0], [-1.0, 0.5, 0.0, 0.9, 0.2, 0.0]])
-    fused = retrieval_module._round_robin(query_list, bridge_list, np.array([True, False]), 5)
+    fused = zoom_module._round_robin(query_list, bridge_list, np.array([True, False]), 5)
     # row 0: q0, b3, q1, b4 (b1 taken), q2; the seed (-1) and unreached documents never come
     # from the bridge list. Row 1 has no bridge: the query list alone.
     assert list(np.argsort(-fused[0], kind="stable")[:5]) == [0, 3, 1, 4, 2]
@@ -157,12 +151,12 @@ def test_bridge_list_prefers_the_next_hop_about_the_question():
     corpus = _corpus(x, doc_entity)
     corpus.title_entity = np.full(n, -1)
     corpus.title_entity[0] = 0
-    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    zoom = _zoom(corpus)
     query_entity = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, n))
     bridge_only = sp.csr_matrix(([1.0, 1.0], ([0, 0], [1, 2])), shape=(1, n))
-    walk = _query_walk_alone(retrieval, np.zeros_like(q), bridge_only)[0]
+    walk = _query_walk_alone(zoom, np.zeros_like(q), bridge_only)[0]
     assert walk[1] == pytest.approx(walk[2])  # the walk alone cannot tell them apart
-    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    docs, _ = zoom.doc_zoom_scores(q, query_entity)
     assert list(np.argsort(-docs[0], kind="stable")[:2]) == [0, 2]
 
 
@@ -175,14 +169,14 @@ def test_a_named_title_passage_leads_the_ranking():
     extra = sp.csr_matrix((np.ones(21), (mentions, np.zeros(21, int))), shape=(n, m))
     corpus.doc_entity = ((corpus.doc_entity + extra) > 0).astype(np.float64).tocsr()
     query_entity = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, m))
-    retrieval = Retrieval(corpus, backend=None, device="cpu")
-    without, _ = retrieval.doc_zoom_scores(q, query_entity)
+    zoom = _zoom(corpus)
+    without, _ = zoom.doc_zoom_scores(q, query_entity)
     assert np.argsort(-without[0], kind="stable")[0] != 5
     corpus.title_entity = np.full(n, -1)
     corpus.title_entity[5] = 0
-    named = retrieval.named_passages(query_entity)
+    named = zoom.named_passages(query_entity)
     assert named.toarray()[0].nonzero()[0].tolist() == [5]
-    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    docs, _ = zoom.doc_zoom_scores(q, query_entity)
     assert np.argsort(-docs[0], kind="stable")[0] == 5
 
 
@@ -203,13 +197,13 @@ def test_hotpotqa_comparison_reaches_both_named_title_passages(hotpot):
     corpus.entity_names = names
     key = {n[0]: e for e, n in enumerate(names)}
     corpus.title_entity = np.array([key[hotpot[i]["title"]] for i in ids])
-    retrieval = Retrieval(corpus, backend=None, device="cpu")
+    zoom = _zoom(corpus)
     question = "Who is the oldest, Sid Haig or Vic Darchinyan?"
-    query_entity = retrieval.link_entities([question])
+    query_entity = zoom.link_entities([question])
     assert doc_entity[:, key["Sid Haig"]].nnz >= 8
     q = rng.normal(size=(1, 32))
-    walk = _query_walk_alone(retrieval, q, query_entity)
-    docs, _ = retrieval.doc_zoom_scores(q, query_entity)
+    walk = _query_walk_alone(zoom, q, query_entity)
+    docs, _ = zoom.doc_zoom_scores(q, query_entity)
     top = {ids[d] for d in np.argsort(-docs[0], kind="stable")[:2]}
     assert top == {"p170", "p172"}
     # the walk alone does not rank both title passages first
@@ -223,14 +217,14 @@ def test_bridge_scores_of_a_batch_equal_each_query_alone():
     query_entity = sp.csr_matrix(
         ([1.0, 1.0], ([1, 2], [0, 5])), shape=(3, corpus.doc_entity.shape[1])
     )
-    retrieval = Retrieval(corpus, backend=None, device="cpu")
-    docs, entities = retrieval.doc_zoom_scores(queries, query_entity)
+    zoom = _zoom(corpus)
+    docs, entities = zoom.doc_zoom_scores(queries, query_entity)
     for i in range(3):
-        one_docs, one_entities = retrieval.doc_zoom_scores(queries[i : i + 1], query_entity[i])
+        one_docs, one_entities = zoom.doc_zoom_scores(queries[i : i + 1], query_entity[i])
         np.testing.assert_allclose(docs[i], one_docs[0], rtol=1e-9, atol=1e-15)
         np.testing.assert_allclose(entities[i], one_entities[0], rtol=1e-9, atol=1e-15)
     # positions 0..TOP_K-1 of the fused ranking score 1/(1 + p); the rest 0
-    expected = 1 / (1 + np.arange(retrieval_module.TOP_K))
+    expected = 1 / (1 + np.arange(WalkConfig().top_docs))
     for row in docs:
         np.testing.assert_allclose(np.sort(row[row > 0])[::-1], expected)
 
@@ -238,34 +232,7 @@ def test_bridge_scores_of_a_batch_equal_each_query_alone():
 def test_a_zero_query_vector_links_no_document():
     """The bridge walk's start node is a zero vector: it must link entities only."""
     corpus, q, _ = _bridge_corpus()
-    engine = make_engine("cpu").fit(corpus.doc_vectors, corpus.doc_entity)
+    engine = make_engine(device="cpu").fit(corpus.doc_vectors, corpus.doc_entity)
     seeds = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, corpus.doc_entity.shape[1]))
     _, nodes, _, _ = engine.query_links(np.zeros_like(q), seeds)
     assert [int(j) for j in nodes] == [corpus.n_docs + 3]
-
-
-def test_indexed_hotpotqa_passages_get_title_entities(ray_session, hotpot, tmp_path):
-    """Through the index job and load_corpus: title entities follow the index's entities, and
-    zoom ranks both passages of a bridge question first."""
-    from pipelines.index_pipeline import run_index
-    from pipelines.retrieval_corpus import load_corpus
-
-    keep = ["p5", "p9", "p10", "p15", "p21", "p24", "p0", "p1", "p2", "p3", "p4", "p6"]
-    corpus_file = tmp_path / "corpus.jsonl"
-    corpus_file.write_text("".join(json.dumps(hotpot[i]) + "\n" for i in keep))
-    summary = run_index([str(corpus_file)], tmp_path / "index")
-    assert summary.ok == len(keep), summary.failures
-    corpus = load_corpus(tmp_path / "index")
-    titles = [i for i, e in enumerate(corpus.entity_ids) if e.startswith(TITLE_ENTITY)]
-    assert titles and min(titles) == corpus.n_index_entities
-    position = {corpus.external_id(d): d for d in range(corpus.n_docs)}
-    named = {corpus.entity_names[e][0] for e in corpus.doc_entity[position["p24"]].indices}
-    assert {"Recovery of Aristotle", "Haymo of Faversham"} <= named
-    assert corpus.entity_ids[corpus.title_entity[position["p24"]]] == "title:haymo of faversham"
-    retrieval = Retrieval.open(tmp_path / "index", device="cpu")
-    question = (
-        "What language were books being translated into during the era of Haymo of Faversham?"
-    )
-    hits = retrieval.retrieve([question], "zoom", k=2)[0]
-    assert {h.id for h in hits} == {"p21", "p24"}
-    assert hits[0].chunks  # Chunk-Zoom evidence still attached

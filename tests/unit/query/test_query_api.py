@@ -1,37 +1,21 @@
 """The query API on a real paper (MMLongBench 2303.05039v2.pdf, 9 pages: Tables 1–6, Figures 1–2,
-numbered sections): each BookRAG operator, the DeepRead and LAD-RAG tools, the agents, the
-one ``answer`` call and its handling of bad requests."""
+numbered sections), indexed in memory (conftest.py): each BookRAG operator, the DeepRead and
+LAD-RAG tools, the agents, the one ``answer`` call and its handling of bad requests, and the
+configuration each reads."""
 
 from __future__ import annotations
-
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from operators.config import BookindexConfig, QueryConfig, RelevanceConfig, WalkConfig
 from operators.query import bookrag as bookrag_agent
 from operators.query import bookrag_ops as ops
-from operators.query import deepread, ladrag
+from operators.query import deepread, ladrag, scoring
+from operators.query.engine import QueryEngine
+from operators.query.registry import QUERY_METHODS
 from operators.query.rules import GLOBAL, MULTI, SINGLE, classify, global_spec, split_question
-from pipelines.query_engine import QueryEngine
-from tests.conftest import PAPER, REPO
-
-
-@pytest.fixture(scope="module")
-def engine(paper_index) -> QueryEngine:
-    return QueryEngine.open(paper_index, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def index(engine):
-    return engine.index
-
-
-@pytest.fixture(scope="module")
-def doc(index) -> int:
-    return index.find_document(PAPER)
+from tests.conftest import PAPER
 
 
 def _caption(index, position: int) -> str:
@@ -116,7 +100,7 @@ def test_skyline_keeps_the_pareto_front_then_the_next_layers():
 # ---- the BookRAG agent --------------------------------------------------------------------------
 def test_global_questions_count_checked_nodes(index, engine, doc):
     result = bookrag_agent.run(
-        index, "How many figures are in this paper?", index.scope(doc), engine.walk
+        index, "How many figures are in this paper?", index.scope(doc), engine.walk, k=5
     )
     assert result.query_class == GLOBAL
     assert result.answer == "2"  # Figure 2's ten panels are one figure
@@ -124,7 +108,7 @@ def test_global_questions_count_checked_nodes(index, engine, doc):
     assert images.size > 2  # the bare filter count would be wrong
     assert result.plan == ["Classify", "Plan_Filters", "Filter_Modal", "Map", "Reduce"]
     on_page = bookrag_agent.run(
-        index, "How many tables are on page 4?", index.scope(doc), engine.walk
+        index, "How many tables are on page 4?", index.scope(doc), engine.walk, k=5
     )
     assert on_page.answer == "3"
     assert {index.page_start[p] for p in on_page.evidence} == {4}
@@ -151,7 +135,7 @@ def test_named_tables_are_found_by_caption_and_ranked_first(index, doc):
     found = ops.referenced_nodes(index, leaves, "What does Table 3 say about Amazon-music?")
     assert [_caption(index, p)[:7] for p in found] == ["Table 3"]
     scores = np.zeros(leaves.size)
-    kept, _ = ops.page_ranker(index, leaves, scores, k=3, forced=found)
+    kept, _ = scoring.page_ranker(index, leaves, scores, k=3, forced=found)
     assert kept[0] == found[0] and len({index.page_start[p] for p in kept}) == 3
 
 
@@ -228,7 +212,7 @@ def test_contextualize_brings_caption_and_community(index, doc):
 
 
 # ---- the one API --------------------------------------------------------------------------------
-@pytest.mark.parametrize("method", ["auto", "bookrag", "deepread", "zoom", "ladrag", "dense"])
+@pytest.mark.parametrize("method", QUERY_METHODS)
 def test_every_method_answers_in_one_shape(engine, method):
     result = engine.answer("What datasets are used in the study?", method, PAPER, k=5)
     assert result["error"] is None, result["error"]
@@ -253,18 +237,45 @@ def test_bad_requests_come_back_as_errors(engine, question, method, doc, message
     assert message in result["error"] and result["evidence"] == []
 
 
-def test_query_job_prints_json(paper_index):
-    command = [sys.executable, "-m", "jobs.query", "How many tables are on page 4?"]
-    command += ["--index", str(paper_index), "--doc", PAPER, "--json"]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout[done.stdout.index("{") :])
-    assert result["answer"] == "3" and result["method"] == "bookrag"
-    bad = subprocess.run(
-        [sys.executable, "-m", "jobs.query", " ", "--index", str(paper_index)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+# ---- the configuration each method reads --------------------------------------------------------
+def test_query_config_sets_k_and_the_limits(index, config):
+    query = QueryConfig(k=3, retrieve_k=4, max_k=4, max_question_chars=50, ladrag_budget=1)
+    engine = QueryEngine(index, config.model_copy(update={"query": query}))
+    assert len(engine.answer("What datasets are used?", "dense", PAPER)["evidence"]) == 3
+    assert "between 1 and 4" in engine.answer("What datasets?", "dense", PAPER, k=5)["error"]
+    assert "longer than 50" in engine.answer("x" * 51, "dense", PAPER)["error"]
+    assert len(engine.answer("What datasets are used?", "ladrag", PAPER)["evidence"]) == 3
+
+
+def test_named_references_and_page_ranker_are_relevance_toggles(index, doc):
+    question = ["What does Table 3 say about Amazon-music?"]
+    table = ops.referenced_nodes(index, index.leaves(doc), question[0])
+    on, on_scores = bookrag_agent.structured_evidence(
+        index, question, index.scope(doc), 3, RelevanceConfig()
     )
-    assert bad.returncode == 2 and "empty" in bad.stdout
+    assert on[0] == table[0] and on_scores[0] >= 1.0  # named: first, whatever it scored
+    off, off_scores = bookrag_agent.structured_evidence(
+        index, question, index.scope(doc), 3, RelevanceConfig(named_references=False)
+    )
+    assert off_scores == sorted(off_scores, reverse=True)
+    assert len({int(index.page_start[p]) for p in off}) == 3  # 9 pages ≥ 3 × 3: spread
+    leaves = index.leaves(doc)
+    scores = scoring.structured_relevance(
+        index, question[0], leaves, index.embed(question)[0], relevance=RelevanceConfig()
+    )
+    top, _ = scoring.page_ranker(
+        index, leaves, scores, 3, relevance=RelevanceConfig(page_ranker=False)
+    )
+    assert top.tolist() == leaves[np.lexsort((leaves, -scores))[:3]].tolist()
+
+
+def test_deepread_scan_window_and_walk_parameters_come_from_the_config(index, doc):
+    narrow = deepread.DeepReadTools(index, doc, scan_window=(0, 0))
+    hits = narrow.retrieve("Receptiviti score of a user", k=3)
+    assert len(hits) == 3 and all(h.score > 0 for h in hits)
+    engine = QueryEngine(index, BookindexConfig(walk=WalkConfig(device="cpu", keep_fraction=0.2)))
+    assert engine.walk.config.keep_fraction == 0.2
+    result = engine.answer("What datasets are used in the study?", "zoom", PAPER, k=100)
+    n_leaves = index.leaves(doc).size
+    assert result["trace"][-1]["out"] == int(np.ceil(0.2 * result["trace"][-1]["in"]))
+    assert len(result["evidence"]) <= n_leaves

@@ -1,12 +1,13 @@
-"""Retrieval over an index: ZoomRAG (Doc-Zoom then Chunk-Zoom on the batched walk engine) and
-the two baselines (BM25, dense), one call for a batch of queries.
+"""ZoomRAG over a document view: Doc-Zoom, then Chunk-Zoom, on the batched walk engine. The one
+implementation: passage retrieval (``operators.query.retrieval``, method ``zoom``) and the query
+API (``operators.query.engine``, method ``zoom``) both call it.
 
-    retrieval = Retrieval.open("index_dir")
-    results = retrieval.retrieve(["who ...?", ...], method="zoom", k=10)
-    # per query: [DocHit(rank order) with .chunks (Chunk-Zoom evidence) for zoom]
+    zoom = Zoom(view, backend, make_engine(config.walk))
+    hits = zoom.search(["who ...?"], vectors, k=10)     # per query: DocHits with .chunks
+    ranked = zoom.chunk_zoom([[doc, ...]], entity_scores)  # per query: (Chunk, score), best first
 
 Doc-Zoom here is two batched walks on the same graph (documents, the index's entities and the
-title entities of a passage corpus, ``pipelines.retrieval_corpus``), read as two ranked lists:
+title entities of a passage corpus, ``operators.query.documents``), read as two ranked lists:
 
 1. the query list: the passages whose own title the query names (``named_passages``: the
    query links their title entity), then every other document, each group in the order of the
@@ -22,33 +23,33 @@ title entities of a passage corpus, ``pipelines.retrieval_corpus``), read as two
 The ranking takes the two lists' documents in turn (query list first), each list skipping
 documents already taken; a query whose bridge walk reached no document (no seeds) keeps the
 query list alone. The document at position p scores 1/(1 + p). Entity scores, inherited by
-Chunk-Zoom, are the equal mix of the two walks' distributions (each normalised to sum 1 over
-documents). Why two lists: in a single walk (restart 0.8 at the query) a document reached only
-through another document scores orders of magnitude below every document the query links to
-directly, and mixing the two walks' scores still ranks the second hop below the query walk's
-near neighbours (the bridge walk's mass sits mostly on its seed); taking the lists in turn puts
-the bridge walk's best new document second. Why named titles first: a question names the
-subject of its first hop by the title of its passage ("Who is older, Sid Haig or Vic
-Darchinyan?"); the walk spreads a named entity's mass over every passage that mentions it,
-and the title passage, one of many, can fall out of the top ranks.
+Chunk-Zoom, mix the two walks' distributions (each normalised to sum 1 over documents; the
+bridge walk's share is ``WalkConfig.bridge_weight``). Why two lists: in a single walk (restart
+0.8 at the query) a document reached only through another document scores orders of magnitude
+below every document the query links to directly, and mixing the two walks' scores still ranks
+the second hop below the query walk's near neighbours (the bridge walk's mass sits mostly on its
+seed); taking the lists in turn puts the bridge walk's best new document second. Why named
+titles first: a question names the subject of its first hop by the title of its passage ("Who is
+older, Sid Haig or Vic Darchinyan?"); the walk spreads a named entity's mass over every passage
+that mentions it, and the title passage, one of many, can fall out of the top ranks.
+
+Chunk-Zoom ranks the chunks of each query's documents (a PDF's leaves with their stored vectors,
+a passage's sentences embedded here), linked to the entities of their document that their text
+names, from the Doc-Zoom entity scores.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from operators.models import ModelBackend, ModelConfig, load_backend
-from operators.query.retrievers import Bm25Retriever, DenseRetriever
-from operators.walks.engine import TOP_K, make_engine, top_k_rows, unit_rows
-from pipelines.retrieval_corpus import Chunk, RetrievalCorpus, load_corpus
-
-METHODS = ("zoom", "bm25", "dense")
-BRIDGE_WEIGHT = 0.5  # share of the bridge walk in the entity scores handed to Chunk-Zoom
+from operators.models import ModelBackend
+from operators.query.documents import Chunk, DocumentView
+from operators.walks.engine import WalkEngine, unit_rows
+from operators.walks.topk import top_k_rows
 
 
 @dataclass
@@ -64,7 +65,7 @@ class ChunkHit:
 @dataclass
 class DocHit:
     rank: int
-    doc: int  # position in the corpus
+    doc: int  # position in the view
     id: str  # passage id, or the PDF's file name
     doc_id: str
     title: str
@@ -72,71 +73,43 @@ class DocHit:
     chunks: list[ChunkHit] = field(default_factory=list)
 
 
-class Retrieval:
-    def __init__(
-        self, corpus: RetrievalCorpus, backend: ModelBackend, device: str = "auto"
-    ) -> None:
-        self.corpus = corpus
+class Zoom:
+    def __init__(self, view: DocumentView, backend: ModelBackend | None, walk: WalkEngine) -> None:
+        self.view = view
         self.backend = backend
-        self.device = device
-        self._engine = None
-        self._bm25: Bm25Retriever | None = None
-        self._dense = DenseRetriever(corpus.doc_vectors)
+        self.walk = walk
+        self.config = walk.config
+        self._fitted = False
         self._chunk_cache: dict[int, tuple[list[Chunk], np.ndarray, list[list[int]]]] = {}
         self.timings: dict[str, float] = {}
 
-    @classmethod
-    def open(
-        cls, index_dir: str | Path, config: ModelConfig | None = None, device: str = "auto"
-    ) -> Retrieval:
-        return cls(load_corpus(index_dir), load_backend(config or ModelConfig()), device)
-
     @property
-    def engine(self):
-        """The walk engine holding the query-independent Doc-Zoom graph (built once)."""
-        if self._engine is None:
+    def engine(self) -> WalkEngine:
+        """The walk engine, holding the query-independent Doc-Zoom graph (built once)."""
+        if not self._fitted:
             started = time.perf_counter()
-            self._engine = make_engine(self.device).fit(
-                self.corpus.doc_vectors, self.corpus.doc_entity
-            )
+            self.walk.fit(self.view.doc_vectors, self.view.doc_entity)
+            self._fitted = True
             self.timings["engine_build_s"] = time.perf_counter() - started
-        return self._engine
+        return self.walk
 
-    @property
-    def bm25(self) -> Bm25Retriever:
-        if self._bm25 is None:
-            self._bm25 = Bm25Retriever(self.corpus.texts)
-        return self._bm25
-
-    def retrieve(self, queries: list[str], method: str = "zoom", k: int = 10) -> list[list[DocHit]]:
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-        if not queries:
-            return []
-        if method == "bm25":
-            found = self.bm25.search(queries, k)
-            return [self._hits(ids, scores) for ids, scores in found]
-        vectors = self.backend.embed(queries)
-        if method == "dense":
-            return [self._hits(ids, s) for ids, s in self._dense.search(vectors, k)]
-        return self._zoom(queries, vectors, k)
-
+    # ---- Doc-Zoom ---------------------------------------------------------------------------
     def link_entities(self, queries: list[str]) -> sp.csr_matrix:
         """Query–entity indicator (n_queries × n_entities): entities named in the query
         (a name counts where one of its words is capitalised; accents folded)."""
         rows, cols = [], []
         for q, text in enumerate(queries):
-            found = self.corpus.query_linker.link(text, capitalised=True)
+            found = self.view.query_linker.link(text, capitalised=True)
             rows += [q] * len(found)
             cols += found
-        shape = (len(queries), len(self.corpus.entity_ids))
+        shape = (len(queries), len(self.view.entity_ids))
         return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
 
     def named_passages(self, query_entity: sp.csr_matrix) -> sp.csr_matrix:
         """Query–document indicator (n_queries × n_docs): the passages whose own title the
         query names (their title entity is among the query's links)."""
-        own = self.corpus.title_entity
-        nq, nd = query_entity.shape[0], self.corpus.n_docs
+        own = self.view.title_entity
+        nq, nd = query_entity.shape[0], self.view.n_docs
         if own is None or not (own >= 0).any():
             return sp.csr_matrix((nq, nd), dtype=np.float32)
         docs = np.flatnonzero(own >= 0)
@@ -148,17 +121,19 @@ class Retrieval:
         )
 
     def doc_zoom_scores(
-        self, vectors: np.ndarray, query_entity: sp.csr_matrix, depth: int = TOP_K
+        self, vectors: np.ndarray, query_entity: sp.csr_matrix, depth: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Doc-Zoom scores (module docstring): documents (B × n_docs; the fused ranking's
-        first ``depth`` documents score 1/(1 + position), the rest 0) and entities
-        (B × n_entities, the mixed walk distribution), each query independent of the batch."""
-        nd, nq = self.corpus.n_docs, len(vectors)
+        first ``depth`` documents, default ``top_docs``, score 1/(1 + position), the rest 0)
+        and entities (B × n_entities, the mixed walk distribution), each query independent of
+        the batch."""
+        depth = self.config.top_docs if depth is None else depth
+        nd, nq = self.view.n_docs, len(vectors)
         first = _node_distribution(self.engine.walk(vectors, query_entity)[0], nd)
         # The query list: passages the query names by title first, then by the query walk.
         query_list = first[:, :nd] + 2.0 * self.named_passages(query_entity).toarray()
         best, _ = top_k_rows(query_list, 1)
-        seeds = (self.corpus.doc_entity[best[:, 0]] > 0).astype(np.float32)
+        seeds = (self.view.doc_entity[best[:, 0]] > 0).astype(np.float32)
         seeds = (seeds - seeds.multiply(query_entity > 0)).tocsr()  # only what the query lacks
         seeds.eliminate_zeros()
         # The bridge walk's start node has no document links (a zero vector links none).
@@ -166,30 +141,69 @@ class Retrieval:
         reached = second[:, :nd].sum(axis=1) > 0  # no seeds: the query list alone
         # The bridge list: bridge walk × exp(cos(query, document)), its seed left out.
         bridge_list = second[:, :nd] * np.exp(
-            unit_rows(np, np.asarray(vectors, np.float64)) @ self.corpus.doc_vectors.T
+            unit_rows(np, np.asarray(vectors, np.float64)) @ self.view.doc_vectors.T
         )
         bridge_list[np.arange(nq), best[:, 0]] = -1.0
         docs = _round_robin(query_list, bridge_list, reached, min(depth, nd))
-        weight = np.where(reached[:, None], BRIDGE_WEIGHT, 0.0)
+        weight = np.where(reached[:, None], self.config.bridge_weight, 0.0)
         entities = (1 - weight) * first[:, nd:] + weight * second[:, nd:]
         return docs, entities
 
-    def _zoom(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[DocHit]]:
-        query_entity = self.link_entities(queries)
-        docs, entity_scores = self.doc_zoom_scores(vectors, query_entity, max(k, TOP_K))
-        ids, scores = top_k_rows(docs, max(k, TOP_K))
-        results = [self._hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
-        self._attach_chunks(results, ids, entity_scores)
+    def doc_zoom(
+        self, queries: list[str], vectors: np.ndarray, depth: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``depth`` best documents per query (ids, scores; B × depth) and the entity
+        scores Chunk-Zoom starts from."""
+        depth = self.config.top_docs if depth is None else depth
+        docs, entity_scores = self.doc_zoom_scores(vectors, self.link_entities(queries), depth)
+        ids, scores = top_k_rows(docs, depth)
+        return ids, scores, entity_scores
+
+    def search(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[DocHit]]:
+        """Per query, the k best documents, each with its Chunk-Zoom evidence (the chunks of
+        the ``max(k, top_docs)`` best documents are ranked together)."""
+        ids, scores, entity_scores = self.doc_zoom(queries, vectors, max(k, self.config.top_docs))
+        results = [self.hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
+        ranked = self.chunk_zoom([[int(d) for d in row] for row in ids], entity_scores)
+        for hits, chunks in zip(results, ranked, strict=True):
+            by_doc = {hit.doc: hit for hit in hits}
+            for chunk, score in chunks:
+                if chunk.doc in by_doc:
+                    by_doc[chunk.doc].chunks.append(
+                        ChunkHit(
+                            chunk.text,
+                            score,
+                            chunk.node_id,
+                            chunk.sec_id,
+                            chunk.para_idx,
+                            chunk.page,
+                        )
+                    )
         return results
 
-    def _attach_chunks(
-        self, results: list[list[DocHit]], ids: np.ndarray, entity_scores: np.ndarray
-    ) -> None:
-        """Chunk-Zoom over the chunks of each query's top documents; evidence per document."""
-        self._load_chunks(sorted({int(d) for d in np.asarray(ids).ravel()}))
-        per_query = [[self._chunk_cache[int(d)] for d in row] for row in ids]
+    def hits(self, ids, scores) -> list[DocHit]:
+        v = self.view
+        return [
+            DocHit(
+                rank, int(d), v.external_id(int(d)), v.doc_ids[int(d)], v.titles[int(d)], float(s)
+            )
+            for rank, (d, s) in enumerate(zip(ids, scores, strict=True))
+        ]
+
+    # ---- Chunk-Zoom -------------------------------------------------------------------------
+    def chunks(self, doc: int) -> list[Chunk]:
+        """A document's chunks (cached with their vectors and entity links)."""
+        self._load_chunks([doc])
+        return self._chunk_cache[doc][0]
+
+    def chunk_zoom(
+        self, doc_lists: list[list[int]], entity_scores: np.ndarray
+    ) -> list[list[tuple[Chunk, float]]]:
+        """Per query (its documents, its row of Doc-Zoom entity scores): the chunks Chunk-Zoom
+        keeps, best first, with their scores."""
+        self._load_chunks(sorted({d for docs in doc_lists for d in docs}))
         vectors, docs, links, flat = [], [], [], []
-        for query_docs in per_query:
+        for query_docs in ([self._chunk_cache[d] for d in row] for row in doc_lists):
             chunks = [c for chunk_list, _, _ in query_docs for c in chunk_list]
             flat.append(chunks)
             vectors.append(
@@ -208,12 +222,13 @@ class Retrieval:
             links.append(
                 sp.csr_matrix(
                     (np.ones(len(rows)), (rows, cols)),
-                    shape=(len(chunks), len(self.corpus.entity_ids)),
+                    shape=(len(chunks), len(self.view.entity_ids)),
                 )
             )
+        out: list[list[tuple[Chunk, float]]] = [[] for _ in doc_lists]
         usable = [i for i, chunks in enumerate(flat) if chunks]
         if not usable:
-            return
+            return out
         ranked = self.engine.chunk_zoom(
             [vectors[i] for i in usable],
             [docs[i] for i in usable],
@@ -221,27 +236,15 @@ class Retrieval:
             entity_scores[usable],
         )
         for i, (order, chunk_scores) in zip(usable, ranked, strict=True):
-            by_doc = {hit.doc: hit for hit in results[i]}
-            for j, score in zip(order, chunk_scores, strict=True):
-                chunk = flat[i][int(j)]
-                if chunk.doc in by_doc:
-                    by_doc[chunk.doc].chunks.append(
-                        ChunkHit(
-                            chunk.text,
-                            float(score),
-                            chunk.node_id,
-                            chunk.sec_id,
-                            chunk.para_idx,
-                            chunk.page,
-                        )
-                    )
+            out[i] = [(flat[i][int(j)], float(s)) for j, s in zip(order, chunk_scores, strict=True)]
+        return out
 
     def _load_chunks(self, docs: list[int]) -> None:
         """Cache each document's chunks, their vectors and the entities each names. A PDF
         leaf's vector comes from the index; the chunks without one (a passage's sentences) of
         all the documents not cached yet are embedded in one call, not one call per document."""
         todo = [d for d in docs if d not in self._chunk_cache]
-        chunk_lists = [self.corpus.chunks(d) for d in todo]
+        chunk_lists = [self.view.chunks(d) for d in todo]
         missing = [c for chunks in chunk_lists for c in chunks if c.vector is None]
         embedded = iter(self.backend.embed([c.text for c in missing]) if missing else [])
         for doc, chunks in zip(todo, chunk_lists, strict=True):
@@ -251,18 +254,9 @@ class Retrieval:
                 if chunks
                 else np.zeros((0, self.backend.dim), np.float32)
             )
-            own = set(self.corpus.doc_entity[doc].indices.tolist())
-            entities = [[e for e in self.corpus.linker.link(c.text) if e in own] for c in chunks]
+            own = set(self.view.doc_entity[doc].indices.tolist())
+            entities = [[e for e in self.view.linker.link(c.text) if e in own] for c in chunks]
             self._chunk_cache[doc] = (chunks, vectors, entities)
-
-    def _hits(self, ids, scores) -> list[DocHit]:
-        c = self.corpus
-        return [
-            DocHit(
-                rank, int(d), c.external_id(int(d)), c.doc_ids[int(d)], c.titles[int(d)], float(s)
-            )
-            for rank, (d, s) in enumerate(zip(ids, scores, strict=True))
-        ]
 
 
 def _round_robin(

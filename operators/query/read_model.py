@@ -1,13 +1,20 @@
-"""The index as the query tools see it: every table read once into arrays, per-document views.
+"""The read model of an index: the query side's one view of the tables, held in memory.
 
-Visible documents are those in the ``documents`` table (the commit marker of a run) whose status
-is not ``failed``; nodes, mentions and edges of anything else are ignored. Nodes are held in
-document order (document by ``uri``, then ``order``) so a document is one contiguous range.
+Built from ``IndexTables`` (the committed rows of each table, as Arrow tables: read from Lance
+by ``pipelines.store.reader``, or made in memory by a test), never from disk itself. A document
+is visible when it is committed (the reader's rule) and its status is not ``failed``; nodes,
+mentions and edges of anything else are left out. Nodes are held in document order (document by
+``uri``, then ``order``) so that a document is one contiguous range of positions.
 
-    index = QueryIndex.open("index_dir")
-    doc = index.find_document("report.pdf")      # file name, doc_id or uri
-    lo, hi = index.doc_range(doc)                # its node positions
-    scores = index.text_scores("question", index.leaves(doc))
+    model = ReadModel.from_tables(tables, backend)
+    doc = model.find_document("report.pdf")       # file name, doc_id or uri
+    lo, hi = model.doc_range(doc)                 # its node positions
+
+The node-level arrays serve the query API (BookRAG, DeepRead, LAD-RAG, dense). The document-level
+view of passage retrieval and ZoomRAG (``operators.query.documents.DocumentView``: document
+vectors, the document–entity matrix, title entities, chunks) is derived from them;
+``doc_vectors`` is computed here, at build time, from the stored vectors as they are (the node
+rows are then scaled to unit length).
 """
 
 from __future__ import annotations
@@ -19,42 +26,54 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import scipy.sparse as sp
 
 from operators.graph.entity_linking import EntityLinker
-from operators.models import ModelBackend, ModelConfig, load_backend
-from operators.query.bookrag_ops import minmax
-from pipelines.store import lance_store
-from pipelines.store.schemas import (
-    COMMUNITIES,
-    DOCUMENTS,
-    EDGES,
-    ENTITIES,
-    MENTIONS,
-    NODES,
-    RELATIONS,
-)
+from operators.kinds import FAILED, LEAF_KINDS, ROOT, STRUCTURE_KINDS
+from operators.models import ModelBackend
+from operators.query.bm25 import Bm25
 
-LEAF_KINDS = ("text", "list", "table", "image", "caption", "formula")
-STRUCTURE_KINDS = ("root", "section")
-_NODE_COLUMNS = [
-    "doc_id",
-    "node_id",
-    "parent_id",
-    "kind",
-    "level",
-    "title",
-    "text",
-    "summary",
-    "page_start",
-    "page_end",
-    "sec_id",
-    "para_idx",
-    "order",
-    "n_tokens",
-    "bbox",
-    "vector",
-]
+# What the read model reads of each table (the reader adds doc_id where it filters by it).
+COLUMNS: dict[str, list[str]] = {
+    "documents": ["doc_id", "uri", "title", "n_pages", "status", "toc"],
+    "nodes": [
+        "doc_id",
+        "node_id",
+        "parent_id",
+        "kind",
+        "level",
+        "title",
+        "text",
+        "summary",
+        "page_start",
+        "page_end",
+        "sec_id",
+        "para_idx",
+        "order",
+        "bbox",
+        "vector",
+    ],
+    "entities": ["entity_id", "name", "type", "aliases"],
+    "mentions": ["entity_id", "node_id"],
+    "relations": ["src_entity", "dst_entity", "weight"],
+    "edges": ["src_node", "dst_node", "type"],
+    "communities": ["node_id", "community"],
+}
+DEFAULT_DIM = 384  # vector width of an index whose nodes have no vectors
+
+
+@dataclass
+class IndexTables:
+    """The committed rows of an index's tables (``COLUMNS`` of each), as Arrow tables."""
+
+    documents: pa.Table
+    nodes: pa.Table
+    entities: pa.Table
+    mentions: pa.Table
+    relations: pa.Table
+    edges: pa.Table
+    communities: pa.Table
 
 
 @dataclass
@@ -67,9 +86,19 @@ class Document:
     n_pages: int
     toc: list[dict]
 
+    @property
+    def passage(self) -> bool:
+        """A passage of a passage corpus (its uri is ``file#id``), not a PDF."""
+        return "#" in self.uri
+
+
+def document_name(uri: str) -> str:
+    """The passage id of ``file#id``, else the file name."""
+    return uri.rsplit("#", 1)[1] if "#" in uri else Path(uri).name
+
 
 @dataclass
-class QueryIndex:
+class ReadModel:
     """Arrays over all visible nodes (position = row), entities and the layout graph."""
 
     documents: list[Document]
@@ -87,6 +116,8 @@ class QueryIndex:
     parent: np.ndarray  # parent's position, −1 for roots
     bbox: np.ndarray  # (n_nodes, 4) x0, y0, x1, y1 in points
     vectors: np.ndarray  # (n_nodes, dim) unit rows; zero rows where the index has no vector
+    has_vector: np.ndarray  # bool per node: the index holds a vector for it
+    doc_vectors: np.ndarray  # (n_docs, dim): normalised sum of the stored leaf vectors
     entity_ids: list[str]
     entity_names: list[list[str]]  # canonical name first, then aliases
     entity_types: list[str]
@@ -95,27 +126,21 @@ class QueryIndex:
     edges: dict[str, tuple[np.ndarray, np.ndarray]]  # type → (src positions, dst positions)
     community: np.ndarray  # node → community within its document, −1 when unknown
     backend: ModelBackend | None = None
+    timings: dict[str, float] = field(default_factory=dict)
     _position: dict[str, int] = field(default_factory=dict)
     _sections: dict[tuple[int, int], int] = field(default_factory=dict)
     _section_leaves: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     _ranges: list[tuple[int, int]] = field(default_factory=list)
     _linker: EntityLinker | None = None
-    _bm25: object | None = None
-    timings: dict[str, float] = field(default_factory=dict)
+    _lexical: Bm25 | None = None
 
-    # ---- loading ------------------------------------------------------------------------------
     @classmethod
-    def open(
-        cls,
-        index_dir: str | Path,
-        config: ModelConfig | None = None,
-        backend: ModelBackend | None = None,
-    ) -> QueryIndex:
+    def from_tables(cls, tables: IndexTables, backend: ModelBackend | None = None) -> ReadModel:
         started = time.perf_counter()
-        index = _load(Path(index_dir))
-        index.backend = backend or load_backend(config or ModelConfig())
-        index.timings["open_s"] = time.perf_counter() - started
-        return index
+        model = _build(tables)
+        model.backend = backend
+        model.timings["build_s"] = time.perf_counter() - started
+        return model
 
     def __post_init__(self) -> None:
         self._position = {node_id: i for i, node_id in enumerate(self.node_ids)}
@@ -174,7 +199,7 @@ class QueryIndex:
         _, hi = self.doc_range(doc)
         if self.kind[position] not in STRUCTURE_KINDS:
             return np.array([position])
-        if self.kind[position] == "root":
+        if self.kind[position] == ROOT:
             return self.scope(doc)
         level = self.level[position]
         end = position + 1
@@ -215,7 +240,7 @@ class QueryIndex:
             self._linker = EntityLinker(self.entity_names)
         return self._linker
 
-    # ---- text relevance -----------------------------------------------------------------------
+    # ---- vectors and words --------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = np.asarray(self.backend.embed(texts), np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -226,42 +251,10 @@ class QueryIndex:
 
     def lexical_scores(self, query: str, positions: np.ndarray) -> np.ndarray:
         """BM25 over every node's title, text and summary (one index for the whole corpus)."""
-        bm25, tokenize = self._lexical()
-        tokens = tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
-        if not tokens:
-            return np.zeros(len(positions), np.float32)
-        return np.asarray(bm25.get_scores(tokens), np.float32)[positions]
-
-    def text_scores(
-        self,
-        query: str,
-        positions: np.ndarray,
-        query_vector: np.ndarray | None = None,
-        dense_weight: float = 0.5,
-    ) -> np.ndarray:
-        """Hybrid relevance in [0, 1]: dense_weight × dense cosine + the rest × BM25, each
-        min–max scaled within ``positions`` (the scope the question is asked in)."""
-        positions = np.asarray(positions, dtype=np.int64)
-        if positions.size == 0:
-            return np.zeros(0, np.float32)
-        if query_vector is None:
-            query_vector = self.embed([query])[0]
-        dense = minmax(self.dense_scores(query_vector, positions))
-        lexical = minmax(self.lexical_scores(query, positions))
-        return (dense_weight * dense + (1 - dense_weight) * lexical).astype(np.float32)
-
-    def _lexical(self):
-        if self._bm25 is None:
-            import bm25s
-
-            started = time.perf_counter()
-            texts = [self.node_text(i) or " " for i in range(self.n_nodes)]
-            tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
-            index = bm25s.BM25()
-            index.index(tokens, show_progress=False)
-            self._bm25 = (index, bm25s.tokenize)
-            self.timings["bm25_build_s"] = time.perf_counter() - started
-        return self._bm25
+        if self._lexical is None:
+            self._lexical = Bm25([self.node_text(i) or " " for i in range(self.n_nodes)])
+            self.timings["bm25_build_s"] = self._lexical.build_s
+        return self._lexical.scores(query)[positions]
 
     # ---- layout graph -------------------------------------------------------------------------
     def neighbours(self, position: int) -> list[tuple[int, str, str]]:
@@ -282,81 +275,28 @@ class QueryIndex:
         return positions[self.community[positions] == c]
 
 
-def _load(index_dir: Path) -> QueryIndex:
-    if not lance_store.exists(index_dir, DOCUMENTS):
-        raise FileNotFoundError(f"no index at {index_dir} (no documents table)")
-    docs = pl.from_arrow(lance_store.read_table(index_dir, DOCUMENTS))
-    docs = docs.filter(pl.col("status") != "failed").sort("uri")
-    documents = [
-        Document(
-            position=i,
-            doc_id=row["doc_id"],
-            uri=row["uri"],
-            name=row["uri"].rsplit("#", 1)[1] if "#" in row["uri"] else Path(row["uri"]).name,
-            title=row["title"] or "",
-            n_pages=row["n_pages"] or 0,
-            toc=json.loads(row["toc"] or "[]"),
-        )
-        for i, row in enumerate(docs.iter_rows(named=True))
-    ]
+# ---- building ---------------------------------------------------------------------------------
+def _build(tables: IndexTables) -> ReadModel:
+    """The read model of ``tables``: visible documents, their nodes in document order, and the
+    entity, mention, relation, edge and community arrays over those nodes."""
+    documents = _documents(tables.documents)
     doc_position = {d.doc_id: d.position for d in documents}
-    nodes = pl.from_arrow(lance_store.read_table(index_dir, NODES, _NODE_COLUMNS))
+    nodes = pl.from_arrow(tables.nodes.select(COLUMNS["nodes"]))
     nodes = nodes.filter(pl.col("doc_id").is_in(list(doc_position)))
     nodes = nodes.with_columns(
         pl.col("doc_id").replace_strict(doc_position, return_dtype=pl.Int32).alias("doc")
     ).sort(["doc", "order"])
     node_ids = nodes["node_id"].to_list()
     position = {n: i for i, n in enumerate(node_ids)}
-    parent = np.array(
-        [position.get(p, -1) if p else -1 for p in nodes["parent_id"].to_list()], np.int64
-    )
-    vectors = _vectors(nodes["vector"])
-
-    entities = pl.from_arrow(
-        lance_store.read_table(index_dir, ENTITIES, ["entity_id", "name", "type", "aliases"])
-    )
-    entity_ids = entities["entity_id"].to_list()
-    column = {e: i for i, e in enumerate(entity_ids)}
-    names = [
-        [n, *(a or [])]
-        for n, a in zip(entities["name"].to_list(), entities["aliases"].to_list(), strict=True)
-    ]
-    mention_rows = pl.from_arrow(
-        lance_store.read_table(index_dir, MENTIONS, ["entity_id", "node_id"])
-    )
-    pairs = [
-        (position[n], column[e])
-        for e, n in zip(
-            mention_rows["entity_id"].to_list(), mention_rows["node_id"].to_list(), strict=True
-        )
-        if n in position and e in column
-    ]
-    mentions = _indicator(pairs, (len(node_ids), len(entity_ids)))
-    relation_rows = pl.from_arrow(
-        lance_store.read_table(index_dir, RELATIONS, ["src_entity", "dst_entity", "weight"])
-    )
-    triples = [
-        (column[s], column[d], float(w or 1.0))
-        for s, d, w in zip(
-            relation_rows["src_entity"].to_list(),
-            relation_rows["dst_entity"].to_list(),
-            relation_rows["weight"].to_list(),
-            strict=True,
-        )
-        if s in column and d in column and s != d
-    ]
-    n_e = len(entity_ids)
-    if triples:
-        r, c, w = map(np.asarray, zip(*triples, strict=True))
-        rel = sp.csr_matrix((w.astype(np.float32), (r, c)), shape=(n_e, n_e))
-        rel = (rel + rel.T).tocsr()
-    else:
-        rel = sp.csr_matrix((n_e, n_e), dtype=np.float32)
-    return QueryIndex(
+    doc = nodes["doc"].to_numpy().astype(np.int64)
+    kind = np.asarray(nodes["kind"].to_list(), dtype=object)
+    stored, has_vector = _stored_vectors(nodes["vector"])
+    entities, column = _entities(tables.entities)
+    return ReadModel(
         documents=documents,
         node_ids=node_ids,
-        doc=nodes["doc"].to_numpy().astype(np.int64),
-        kind=np.asarray(nodes["kind"].to_list(), dtype=object),
+        doc=doc,
+        kind=kind,
         level=nodes["level"].fill_null(0).to_numpy(),
         title=nodes["title"].fill_null("").to_list(),
         text=nodes["text"].fill_null("").to_list(),
@@ -365,28 +305,75 @@ def _load(index_dir: Path) -> QueryIndex:
         page_end=nodes["page_end"].fill_null(0).to_numpy(),
         sec_id=nodes["sec_id"].fill_null(0).to_numpy(),
         para_idx=nodes["para_idx"].fill_null(0).to_numpy(),
-        parent=parent,
+        parent=np.array(
+            [position.get(p, -1) if p else -1 for p in nodes["parent_id"].to_list()], np.int64
+        ),
         bbox=_boxes(nodes["bbox"]),
-        vectors=vectors,
-        entity_ids=entity_ids,
-        entity_names=names,
+        vectors=_unit_rows(stored),
+        has_vector=has_vector,
+        doc_vectors=_leaf_sums(stored, doc, kind, has_vector, len(documents)),
+        entity_ids=entities["entity_id"].to_list(),
+        entity_names=[
+            [n, *(a or [])]
+            for n, a in zip(entities["name"].to_list(), entities["aliases"].to_list(), strict=True)
+        ],
         entity_types=entities["type"].fill_null("").to_list(),
-        mentions=mentions,
-        relations=rel,
-        edges=_edges(index_dir, position),
-        community=_communities(index_dir, position, len(node_ids)),
+        mentions=_mentions(tables.mentions, position, column),
+        relations=_relations(tables.relations, column),
+        edges=_edges(tables.edges, position),
+        community=_communities(tables.communities, position),
     )
 
 
-def _vectors(column: pl.Series) -> np.ndarray:
-    n = len(column)
-    dim = next((len(v) for v in column.head(1000).to_list() if v is not None), 384)
-    out = np.zeros((n, dim), np.float32)
-    for i, v in enumerate(column.to_list()):
+def _documents(table: pa.Table) -> list[Document]:
+    docs = pl.from_arrow(table.select(COLUMNS["documents"]))
+    docs = docs.filter(pl.col("status") != FAILED).sort("uri")
+    return [
+        Document(
+            position=i,
+            doc_id=row["doc_id"],
+            uri=row["uri"],
+            name=document_name(row["uri"]),
+            title=row["title"] or "",
+            n_pages=row["n_pages"] or 0,
+            toc=json.loads(row["toc"] or "[]"),
+        )
+        for i, row in enumerate(docs.iter_rows(named=True))
+    ]
+
+
+def _entities(table: pa.Table) -> tuple[pl.DataFrame, dict[str, int]]:
+    entities = pl.from_arrow(table.select(COLUMNS["entities"]))
+    return entities, {e: i for i, e in enumerate(entities["entity_id"].to_list())}
+
+
+def _stored_vectors(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The node vectors as stored (zero rows where missing) and which nodes have one."""
+    values = column.to_list()
+    dim = next((len(v) for v in values[:1000] if v is not None), DEFAULT_DIM)
+    out = np.zeros((len(values), dim), np.float32)
+    has = np.zeros(len(values), bool)
+    for i, v in enumerate(values):
         if v is not None:
             out[i] = v
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.where(norms > 0, norms, 1.0)
+            has[i] = True
+    return out, has
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _leaf_sums(
+    stored: np.ndarray, doc: np.ndarray, kind: np.ndarray, has: np.ndarray, n_docs: int
+) -> np.ndarray:
+    """Per document, the normalised sum of its leaves' stored vectors, added in reading order
+    (a passage: its one paragraph's vector)."""
+    sums = np.zeros((n_docs, stored.shape[1]), np.float32)
+    leaves = np.flatnonzero(np.isin(kind, LEAF_KINDS) & has)
+    np.add.at(sums, doc[leaves], stored[leaves])
+    return _unit_rows(sums)
 
 
 def _boxes(column: pl.Series) -> np.ndarray:
@@ -397,20 +384,49 @@ def _boxes(column: pl.Series) -> np.ndarray:
     return out
 
 
-def _indicator(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:
+def _mentions(table: pa.Table, position: dict[str, int], column: dict[str, int]) -> sp.csr_matrix:
+    """The 0/1 node × entity matrix M of the mentions of visible nodes and known entities."""
+    shape = (len(position), len(column))
+    pairs = {
+        (position[n], column[e])
+        for e, n in zip(
+            table.column("entity_id").to_pylist(), table.column("node_id").to_pylist(), strict=True
+        )
+        if n in position and e in column
+    }
     if not pairs:
         return sp.csr_matrix(shape, dtype=np.float32)
-    rows, cols = map(np.asarray, zip(*sorted(set(pairs)), strict=True))
+    rows, cols = map(np.asarray, zip(*sorted(pairs), strict=True))
     return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
 
 
-def _edges(index_dir: Path, position: dict[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    if not lance_store.exists(index_dir, EDGES):
-        return {}
-    rows = pl.from_arrow(lance_store.read_table(index_dir, EDGES, ["src_node", "dst_node", "type"]))
+def _relations(table: pa.Table, column: dict[str, int]) -> sp.csr_matrix:
+    """Symmetric entity × entity weights (a relation without a weight counts 1)."""
+    n_e = len(column)
+    triples = [
+        (column[s], column[d], float(w or 1.0))
+        for s, d, w in zip(
+            table.column("src_entity").to_pylist(),
+            table.column("dst_entity").to_pylist(),
+            table.column("weight").to_pylist(),
+            strict=True,
+        )
+        if s in column and d in column and s != d
+    ]
+    if not triples:
+        return sp.csr_matrix((n_e, n_e), dtype=np.float32)
+    r, c, w = map(np.asarray, zip(*triples, strict=True))
+    rel = sp.csr_matrix((w.astype(np.float32), (r, c)), shape=(n_e, n_e))
+    return (rel + rel.T).tocsr()
+
+
+def _edges(table: pa.Table, position: dict[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out: dict[str, tuple[list[int], list[int]]] = {}
     for s, d, t in zip(
-        rows["src_node"].to_list(), rows["dst_node"].to_list(), rows["type"].to_list(), strict=True
+        table.column("src_node").to_pylist(),
+        table.column("dst_node").to_pylist(),
+        table.column("type").to_pylist(),
+        strict=True,
     ):
         if s in position and d in position:
             src, dst = out.setdefault(t, ([], []))
@@ -419,12 +435,11 @@ def _edges(index_dir: Path, position: dict[str, int]) -> dict[str, tuple[np.ndar
     return {t: (np.asarray(s, np.int64), np.asarray(d, np.int64)) for t, (s, d) in out.items()}
 
 
-def _communities(index_dir: Path, position: dict[str, int], n: int) -> np.ndarray:
-    out = np.full(n, -1, np.int64)
-    if not lance_store.exists(index_dir, COMMUNITIES):
-        return out
-    rows = pl.from_arrow(lance_store.read_table(index_dir, COMMUNITIES, ["node_id", "community"]))
-    for node_id, c in zip(rows["node_id"].to_list(), rows["community"].to_list(), strict=True):
+def _communities(table: pa.Table, position: dict[str, int]) -> np.ndarray:
+    out = np.full(len(position), -1, np.int64)
+    for node_id, c in zip(
+        table.column("node_id").to_pylist(), table.column("community").to_pylist(), strict=True
+    ):
         if node_id in position:
             out[position[node_id]] = c
     return out

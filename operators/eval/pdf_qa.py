@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
-from pipelines.query_engine import QueryEngine
+from operators.query.engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
 UNANSWERABLE = "not answerable"

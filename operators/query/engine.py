@@ -1,0 +1,232 @@
+"""One query API over one read model: the BookRAG agent, DeepRead, ZoomRAG, LAD-RAG and the dense
+top-k baseline, all answering in the same shape; and passage retrieval over the same model,
+walk engine and model backend (``engine.retrieval``).
+
+    engine = QueryEngine(ReadModel.from_tables(tables, backend), config)
+    # or pipelines.store.reader.open_engine("index_dir", config)
+    result = engine.answer("How many tables are in Section 3?", method="auto", doc="report.pdf")
+    # {"question", "method", "query_class", "doc", "answer", "answer_type", "evidence": [
+    #    {"doc", "doc_id", "node_id", "kind", "page", "page_end", "sec_id", "para_idx",
+    #     "text", "score"}], "plan", "trace", "timings", "error"}
+
+A bad request (empty or over-long question, unknown method or document, k out of range) comes
+back as a result with ``error`` set and no evidence, never as an exception; so does a question
+nothing in the index matches. The parameters are the configuration's walk, relevance and query
+sections (``operators.config``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from operators.config import BookindexConfig
+from operators.models import is_generative
+from operators.query import bookrag as bookrag_agent
+from operators.query import deepread, ladrag
+from operators.query.documents import DocumentView
+from operators.query.read_model import ReadModel
+from operators.query.registry import QUERY_METHODS
+from operators.query.retrieval import Retrieval
+from operators.query.rules import GLOBAL, MULTI, SINGLE, classify
+from operators.query.zoom import Zoom
+from operators.walks.engine import WalkEngine, make_engine
+
+# auto: the method that measured best per question class (see README, PDF QA evaluation)
+AUTO_ROUTE = {GLOBAL: "bookrag", MULTI: "bookrag", SINGLE: "bookrag"}
+
+
+class QueryEngine:
+    def __init__(
+        self,
+        model: ReadModel,
+        config: BookindexConfig | None = None,
+        walk: WalkEngine | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config or BookindexConfig()
+        self.walk = walk or make_engine(self.config.walk)
+        self._zoom: Zoom | None = None
+        self._retrieval: Retrieval | None = None
+
+    @property
+    def zoom(self) -> Zoom:
+        """ZoomRAG over the model's document view (built on first use)."""
+        if self._zoom is None:
+            view = DocumentView.from_read_model(self.model)
+            self._zoom = Zoom(view, self.model.backend, self.walk)
+        return self._zoom
+
+    @property
+    def retrieval(self) -> Retrieval:
+        """Passage retrieval (zoom, bm25, dense) over the same model, walk engine and backend."""
+        if self._retrieval is None:
+            self._retrieval = Retrieval(self.zoom)
+        return self._retrieval
+
+    def warm_up(self) -> None:
+        """Build the lazy parts (walk graph, BM25 indexes, linkers) before threads share them."""
+        _ = self.zoom.engine
+        for method in ("dense", "bm25"):
+            self.retrieval.retrieve(["warm up"], method, 1)
+        for method in ("bookrag", "zoom"):
+            self.answer("warm up", method)
+
+    # ---- the API ----------------------------------------------------------------------------
+    def answer(
+        self, question: str, method: str = "auto", doc: str | None = None, k: int | None = None
+    ) -> dict:
+        """One question, ``k`` evidence units (default ``QueryConfig.k``)."""
+        started = time.perf_counter()
+        k = self.config.query.k if k is None else k
+        result = _empty(question, method, doc)
+        problem = self._check(question, method, k)
+        if problem:
+            result["error"] = problem
+            return result
+        try:
+            position = self.model.find_document(doc) if doc else None
+        except KeyError as exc:
+            result["error"] = str(exc.args[0])
+            return result
+        question = question.strip()
+        chosen = method
+        if method == "auto":
+            result["query_class"] = classify(question)
+            chosen = AUTO_ROUTE[result["query_class"]]
+        result["method"] = chosen
+        evidence, scores = self._run(chosen, question, position, k, result)
+        result["evidence"] = [
+            self.evidence_row(p, s) for p, s in zip(evidence, scores, strict=True)
+        ]
+        if not evidence and not result.get("answer"):
+            result["error"] = result.get("error") or "nothing in the index matches the question"
+        result["timings"]["total_s"] = round(time.perf_counter() - started, 4)
+        return result
+
+    def answer_many(self, requests: list[dict]) -> list[dict]:
+        """Many questions (dicts with question, method, doc, k); results in the same order."""
+        return [
+            self.answer(r.get("question", ""), r.get("method", "auto"), r.get("doc"), r.get("k"))
+            for r in requests
+        ]
+
+    def evidence_row(self, position: int, score: float) -> dict:
+        model = self.model
+        document = model.documents[int(model.doc[position])]
+        return {
+            "doc": document.name,
+            "doc_id": document.doc_id,
+            "node_id": model.node_ids[position],
+            "kind": str(model.kind[position]),
+            "page": int(model.page_start[position]),
+            "page_end": int(model.page_end[position]),
+            "sec_id": int(model.sec_id[position]),
+            "para_idx": int(model.para_idx[position]),
+            "text": model.node_text(position),
+            "score": round(float(score), 6),
+        }
+
+    # ---- methods ----------------------------------------------------------------------------
+    def _check(self, question: Any, method: str, k: Any) -> str | None:
+        limits = self.config.query
+        if not isinstance(question, str) or not question.strip():
+            return "the question is empty"
+        if len(question) > limits.max_question_chars:
+            return f"the question is longer than {limits.max_question_chars} characters"
+        if method not in QUERY_METHODS:
+            return f"unknown method {method!r}; choose one of {', '.join(QUERY_METHODS)}"
+        if not isinstance(k, int) or not 1 <= k <= limits.max_k:
+            return f"k must be between 1 and {limits.max_k}"
+        if not self.model.documents:
+            return "the index holds no documents"
+        return None
+
+    def _run(
+        self, method: str, question: str, doc: int | None, k: int, result: dict
+    ) -> tuple[list[int], list[float]]:
+        started = time.perf_counter()
+        if method == "dense":
+            evidence, scores = self.dense(question, doc, k)
+            result["plan"] = ["Dense_TopK"]
+        elif method == "zoom":
+            evidence, scores = self.zoom_evidence(question, doc, k, result)
+        else:
+            out = self._agent(method, question, doc, k)
+            evidence, scores = out.evidence, out.scores
+            result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
+            if isinstance(out, bookrag_agent.AgentResult):
+                result.update(query_class=out.query_class, plan=out.plan)
+            else:
+                result["plan"] = [s["op"] for s in out.trace]
+        result["timings"][method + "_s"] = round(time.perf_counter() - started, 4)
+        return list(evidence), list(scores)
+
+    def _agent(
+        self, method: str, question: str, doc: int | None, k: int
+    ) -> bookrag_agent.AgentResult | deepread.ToolRunResult:
+        """BookRAG (structured or paper plan), DeepRead or LAD-RAG on one question."""
+        model, query = self.model, self.config.query
+        if method in ("bookrag", "bookrag_paper"):
+            plan = "paper" if method == "bookrag_paper" else "structured"
+            scope, relevance = model.scope(doc), self.config.relevance
+            return bookrag_agent.run(
+                model, question, scope, self.walk, k, plan=plan, relevance=relevance
+            )
+        if method == "deepread":
+            tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
+            if is_generative(model.backend):
+                return deepread.react_loop(tools, question, k, query.deepread_max_rounds)
+            return deepread.offline_policy(tools, question, k)
+        tools = ladrag.LadRagTools(model, doc)
+        return ladrag.offline_policy(tools, question, k, query.ladrag_budget * k)
+
+    def dense(self, question: str, doc: int | None, k: int) -> tuple[list[int], list[float]]:
+        """The baseline: top-k leaves by cosine to the question."""
+        leaves = self.model.leaves(doc)
+        vector = self.model.embed([question])[0]
+        scores = self.model.dense_scores(vector, leaves)
+        top = np.lexsort((leaves, -scores))[:k]
+        return leaves[top].tolist(), scores[top].tolist()
+
+    def zoom_evidence(
+        self, question: str, doc: int | None, k: int, result: dict
+    ) -> tuple[list[int], list[float]]:
+        """ZoomRAG (``operators.query.zoom``): Doc-Zoom over the corpus gives the documents and
+        the entity scores; Chunk-Zoom over those documents' chunks (a PDF's leaves, a passage's
+        sentences) picks the evidence: the leaf of each chunk, best first, once. With ``doc``
+        the chunks come from that document only."""
+        zoom = self.zoom
+        vector = self.model.embed([question])
+        ids, _, entity_scores = zoom.doc_zoom([question], vector)
+        docs = [doc] if doc is not None else [int(d) for d in ids[0]]
+        result["trace"].append({"op": "Doc_Zoom", "out": len(docs)})
+        n_chunks = sum(len(zoom.chunks(d)) for d in docs)
+        if n_chunks == 0:
+            return [], []
+        ranked = zoom.chunk_zoom([docs], entity_scores[:1])[0]
+        result["trace"].append({"op": "Chunk_Zoom", "in": n_chunks, "out": len(ranked)})
+        result["plan"] = ["Doc_Zoom", "Chunk_Zoom"]
+        best: dict[int, float] = {}
+        for chunk, score in ranked:
+            best.setdefault(self.model.position(chunk.node_id), score)
+        evidence = list(best)[:k]
+        return evidence, [best[p] for p in evidence]
+
+
+def _empty(question: Any, method: str, doc: str | None) -> dict:
+    return {
+        "question": question if isinstance(question, str) else "",
+        "method": method,
+        "query_class": None,
+        "doc": doc,
+        "answer": None,
+        "answer_type": "none",
+        "evidence": [],
+        "plan": [],
+        "trace": [],
+        "timings": {},
+        "error": None,
+    }

@@ -1,0 +1,139 @@
+"""How relevant each node is to a question, and which nodes become the evidence: the hybrid
+text relevance (dense + BM25), the tree's scents, and BookRAG's Page_Ranker. The weights are
+``operators.config.RelevanceConfig`` (measured on MMLongBench, see README; the PDF QA ablation
+adds them one at a time). Node sets are numpy arrays of positions in a read model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from operators.config import RelevanceConfig
+from operators.kinds import CAPTION
+from operators.query.read_model import ReadModel
+from operators.query.rules import modalities
+
+HYBRID_DENSE_WEIGHT = 0.5  # the plain hybrid (DeepRead, LAD-RAG, Select_by_Section)
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Min–max to [0, 1] (all zeros when constant or empty)."""
+    values = np.asarray(values, np.float64).ravel()
+    if values.size == 0:
+        return values
+    lo, hi = float(values.min()), float(values.max())
+    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
+
+
+def text_scores(
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray | None = None,
+    dense_weight: float = HYBRID_DENSE_WEIGHT,
+) -> np.ndarray:
+    """Hybrid relevance in [0, 1]: dense_weight × dense cosine + the rest × BM25, each
+    min–max scaled within ``positions`` (the scope the question is asked in)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size == 0:
+        return np.zeros(0, np.float32)
+    if query_vector is None:
+        query_vector = index.embed([query])[0]
+    dense = minmax(index.dense_scores(query_vector, positions))
+    lexical = minmax(index.lexical_scores(query, positions))
+    return (dense_weight * dense + (1 - dense_weight) * lexical).astype(np.float32)
+
+
+def section_scent(index: ReadModel, positions: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """The information scent of each node's section: the cosine of its section heading to the
+    query, min–max scaled within ``positions`` (Select_by_Section's signal, used softly)."""
+    positions = np.asarray(positions, np.int64)
+    parents = index.parent[positions]
+    heads = np.where(parents >= 0, parents, positions)
+    return minmax(index.vectors[heads] @ np.asarray(query_vector, np.float32)).astype(np.float32)
+
+
+def modal_scent(index: ReadModel, positions: np.ndarray, question: str) -> np.ndarray:
+    """1 for nodes of a modality the question names (and for captions), else 0: Filter_Modal
+    as a preference for single-hop questions rather than a hard filter."""
+    positions = np.asarray(positions, np.int64)
+    wanted = modalities(question)
+    if not wanted:
+        return np.zeros(positions.size, np.float32)
+    kinds = index.kind[positions]
+    return (np.isin(kinds, list(wanted)) | (kinds == CAPTION)).astype(np.float32)
+
+
+def structured_relevance(
+    index: ReadModel,
+    question: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray,
+    entity_region: np.ndarray | None = None,
+    relevance: RelevanceConfig | None = None,
+) -> np.ndarray:
+    """Text_Reasoning with the tree's scents: dense_weight·dense + the rest·BM25 (each min–max
+    in scope) + section_scent·section scent + modal_scent·modal scent + entity_scent inside the
+    subtrees Select_by_Entity chose (weights: ``relevance``, default 0.8 / 0.3 / 0.2 / 0.2)."""
+    weights = relevance or RelevanceConfig()
+    positions = np.asarray(positions, np.int64)
+    if positions.size == 0:
+        return np.zeros(0, np.float32)
+    score = text_scores(index, question, positions, query_vector, weights.dense_weight)
+    score = score.astype(np.float64)
+    score += weights.section_scent * section_scent(index, positions, query_vector)
+    score += weights.modal_scent * modal_scent(index, positions, question)
+    if entity_region is not None and entity_region.size:
+        score += weights.entity_scent * np.isin(positions, entity_region)
+    return score.astype(np.float32)
+
+
+def page_ranker(
+    index: ReadModel,
+    positions: np.ndarray,
+    scores: np.ndarray,
+    k: int,
+    forced: list[int] | tuple[int, ...] = (),
+    relevance: RelevanceConfig | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Evidence that covers pages, not one page many times: a page scores its best node plus
+    ``page_runners_up`` × its next two; the best node of each of the top-k pages is returned,
+    best page first. ``forced`` nodes (named references) come first. Where the scope has fewer
+    than ``pages_per_unit`` × k pages (a short document), or the config turns the ranker off,
+    spreading would trade the best evidence for weak pages, so the nodes are simply ranked by
+    score."""
+    weights = relevance or RelevanceConfig()
+    positions = np.asarray(positions, np.int64)
+    scores = np.asarray(scores, np.float64)
+    by_page: dict[tuple[int, int], list[int]] = {}
+    for i in np.lexsort((positions, -scores)).tolist():
+        key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
+        by_page.setdefault(key, []).append(i)
+    if not weights.page_ranker or len(by_page) < weights.pages_per_unit * k:
+        by_page = {(0, i): [i] for i in range(positions.size)}  # every node its own "page"
+
+    def page_score(key: tuple[int, int]) -> float:
+        ranked = scores[by_page[key]]
+        return float(ranked[0] + weights.page_runners_up * ranked[1:3].sum())
+
+    chosen = [int(p) for p in forced][:k]
+    pages = {(int(index.doc[p]), int(index.page_start[p])) for p in chosen}
+    top = max(scores.max(initial=0.0), 1.0)
+    out_scores = [top] * len(chosen)
+    for key in sorted(by_page, key=lambda key: (-page_score(key), key)):
+        if len(chosen) >= k:
+            break
+        if key in pages:
+            continue
+        best = by_page[key][0]
+        chosen.append(int(positions[best]))
+        out_scores.append(float(scores[best]))
+    if len(chosen) < k:  # fewer pages than k: the next best nodes fill the rest
+        taken = set(chosen)
+        for i in np.lexsort((positions, -scores)).tolist():
+            if len(chosen) >= k:
+                break
+            if int(positions[i]) not in taken:
+                chosen.append(int(positions[i]))
+                out_scores.append(float(scores[i]))
+    return np.asarray(chosen, np.int64), np.asarray(out_scores, np.float32)
