@@ -28,7 +28,7 @@ def test_defaults_are_the_papers_parameters():
     assert (config.walk.steps, config.walk.alpha, config.walk.beta) == (5, 0.8, 0.9)
     assert (config.walk.top_docs, config.walk.keep_fraction) == (10, 0.7)
     assert (config.resolver.g, config.resolver.top_k) == (0.6, 10)
-    assert config.query.deepread_max_rounds == 50 and config.query.ladrag_max_rounds == 20
+    assert config.query.deepread_max_rounds == 50 and config.query.deepread_scan_window == (1, 1)
     assert config.models.backend == "offline"
 
 

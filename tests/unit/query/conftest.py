@@ -20,7 +20,7 @@ from tests.conftest import PAPER
 
 def tables_of(doc_rows: list[dict]) -> IndexTables:
     """The read model's tables from enriched document rows of the index job."""
-    from pipelines.index_pipeline import explode_nodes
+    from pipelines.index_pipeline import node_rows
     from pipelines.store.layout_graph_store import graph_tables
 
     batch = pa.Table.from_pylist(doc_rows)
@@ -47,7 +47,7 @@ def tables_of(doc_rows: list[dict]) -> IndexTables:
 
     return IndexTables(
         documents=table("documents", documents),
-        nodes=explode_nodes(batch).select(COLUMNS["nodes"]),
+        nodes=node_rows(batch, load_backend(ModelConfig()).dim).select(COLUMNS["nodes"]),
         entities=table("entities", entities),
         mentions=table("mentions", mentions),
         relations=table("relations", relations),
@@ -58,17 +58,17 @@ def tables_of(doc_rows: list[dict]) -> IndexTables:
 
 def index_pdfs(paths: list[str]) -> list[dict]:
     """PDFs through the index job's stage functions, in this process: enriched document rows."""
+    from operators.config import ResolverConfig
     from operators.parsing.probe import identify
-    from pipelines.enrich import enrich_batch
-    from pipelines.index_pipeline import index_documents, probe_document
+    from pipelines.enrich import EnrichStage
+    from pipelines.structure_stage import index_documents, probe_document
 
     probed = [
         probe_document({"doc_id": f.doc_id, "uri": f.uri, "size": f.size}) for f in identify(paths)
     ]
     whole = pa.Table.from_pylist([dict(p, start=0, stop=p["n_pages"]) for p in probed])
-    return enrich_batch(
-        index_documents(whole, use_outline=True), ModelConfig().to_dict()
-    ).to_pylist()
+    enrich = EnrichStage(ModelConfig().to_dict(), ResolverConfig().model_dump())
+    return enrich(index_documents(whole, use_outline=True)).to_pylist()
 
 
 @pytest.fixture(scope="session")
