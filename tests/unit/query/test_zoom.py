@@ -236,3 +236,14 @@ def test_a_zero_query_vector_links_no_document():
     seeds = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, corpus.doc_entity.shape[1]))
     _, nodes, _, _ = engine.query_links(np.zeros_like(q), seeds)
     assert [int(j) for j in nodes] == [corpus.n_docs + 3]
+
+
+def test_questions_link_lower_case_names_over_pdfs_and_capitalised_ones_over_passages():
+    corpus, _, _ = _bridge_corpus()
+    corpus.entity_names[3], corpus.entity_names[4] = ["alpha ratio"], ["beta ratio"]
+    question = "what does the alpha ratio mean, and the Beta ratio?"
+    passages = _zoom(corpus).link_entities([question])
+    assert passages.indices.tolist() == [4]  # lower case: a common phrase in a passage corpus
+    corpus.passage = [False] * corpus.n_docs
+    pdfs = _zoom(corpus).link_entities([question])
+    assert sorted(pdfs.indices.tolist()) == [3, 4]
