@@ -60,7 +60,6 @@ COLUMNS: dict[str, list[str]] = {
     "edges": ["src_node", "dst_node", "type"],
     "communities": ["node_id", "community"],
 }
-DEFAULT_DIM = 384  # vector width of an index whose nodes have no vectors
 
 
 @dataclass
@@ -350,7 +349,9 @@ def _entities(table: pa.Table) -> tuple[pl.DataFrame, dict[str, int]]:
 def _stored_vectors(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The node vectors as stored (zero rows where missing) and which nodes have one."""
     values = column.to_list()
-    dim = next((len(v) for v in values[:1000] if v is not None), DEFAULT_DIM)
+    # The stored width: the column's fixed size (the index job writes FixedSizeList columns),
+    # else the first vector's length; an index without vectors has width 0.
+    dim = getattr(column.dtype, "size", None) or next((len(v) for v in values if v is not None), 0)
     out = np.zeros((len(values), dim), np.float32)
     has = np.zeros(len(values), bool)
     for i, v in enumerate(values):
