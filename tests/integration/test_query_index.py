@@ -12,6 +12,7 @@ import pytest
 
 from operators.config import BookindexConfig, WalkConfig
 from operators.query.documents import TITLE_ENTITY
+from operators.query.read_model import COLUMNS
 from operators.query.registry import QUERY_METHODS
 from pipelines.store.reader import open_engine, read_index
 from tests.conftest import PAPER, REPO
@@ -37,7 +38,7 @@ def test_the_reader_reads_each_table_once_through_the_commit_rule(paper_index):
     for name in ("nodes", "mentions", "relations", "edges", "communities"):
         table = getattr(tables, name)
         assert table.num_rows > 0, name
-        assert "doc_id" not in table.column_names  # the read model's columns only
+        assert table.column_names == COLUMNS[name]  # the read model's columns only
     assert len(committed) == 1
     with pytest.raises(FileNotFoundError, match="no index"):
         read_index(paper_index.parent / "nowhere")
