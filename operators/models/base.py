@@ -24,6 +24,7 @@ answer schemas live in ``operators.models.prompts``, JSON repair and retries in
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +37,11 @@ from operators.models.prompts import ENTITY_PROMPT
 def is_generative(backend: object) -> bool:
     """Whether a loaded backend can generate (complete, describe images)."""
     return getattr(backend, "name", "offline") in GENERATIVE_BACKENDS
+
+
+def png_data_url(image: bytes) -> str:
+    """A PNG as the ``data:`` URL chat APIs take for an image part."""
+    return "data:image/png;base64," + base64.b64encode(image).decode("ascii")
 
 
 class ModelError(RuntimeError):

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from functools import cached_property
@@ -29,6 +28,7 @@ from operators.models.base import (
     ModelError,
     entities_from_answer,
     entity_messages,
+    png_data_url,
 )
 from operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
 from operators.models.structured import complete_json
@@ -105,7 +105,7 @@ class OpenAIBackend:
         )
 
     def describe_image(self, image: bytes, prompt: str) -> str:
-        url = "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+        url = png_data_url(image)
         messages = [
             {
                 "role": "user",

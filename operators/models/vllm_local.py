@@ -16,7 +16,6 @@ Untested on the development machine (no GPU, no vllm): written against vLLM's
 
 from __future__ import annotations
 
-import base64
 from functools import cached_property
 from typing import Any
 
@@ -29,6 +28,7 @@ from operators.models.base import (
     ModelError,
     entities_from_answer,
     entity_messages,
+    png_data_url,
 )
 from operators.models.prompts import ENTITY_SCHEMA
 from operators.models.structured import checked_answer, complete_json
@@ -128,7 +128,7 @@ class VLLMBackend:
 
     def describe_image(self, image: bytes, prompt: str) -> str:
         """Needs a vision-language model at ``vllm_model_path``."""
-        url = "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+        url = png_data_url(image)
         content = [
             {"type": "text", "text": prompt},
             {"type": "image_url", "image_url": {"url": url}},
