@@ -19,13 +19,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from operators import kinds
 from operators.models import ExtractedEntity, ExtractedRelation
 
 TABLE, IMAGE, FORMULA, TABLE_HEADER, TOPIC = "TABLE", "IMAGE", "FORMULA", "TABLE_HEADER", "TOPIC"
 # Entities that stand for one object of one document: never merged across documents.
 STRUCTURAL_TYPES = {TABLE, IMAGE, FORMULA}
 CONTAINED_IN = "contained_in"
-_TEXT_KINDS = ("text", "list", "caption", "section")
+_TEXT_KINDS = (kinds.TEXT, kinds.LIST, kinds.CAPTION, kinds.SECTION)
 _MAX_HEADER_CHARS = 80
 _MAX_HEADERS = 40
 
@@ -117,9 +118,9 @@ def extract_document(
 
     for node in nodes:
         kind = node["kind"]
-        if kind not in ("table", "image", "formula"):
+        if kind not in kinds.MODAL_KINDS:
             continue
-        label = {"table": TABLE, "image": IMAGE, "formula": FORMULA}[kind]
+        label = {kinds.TABLE: TABLE, kinds.IMAGE: IMAGE, kinds.FORMULA: FORMULA}[kind]
         page = node["page_start"] + 1
         name = (node.get("title") or "").strip() or f"{kind.capitalize()} on page {page}"
         description = (node.get("summary") or node.get("text") or "")[:300]

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from operators.kinds import EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
+from operators.kinds import CAPTION, EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
 
 WEIGHTS = EDGE_WEIGHTS
 _STRUCTURE = STRUCTURE_KINDS
@@ -129,7 +129,7 @@ def _captions(nodes: list[dict]) -> list[tuple[dict, dict]]:
         if node["kind"] not in _FIGURES:
             continue
         for j in (i + 1, i - 1):
-            if 0 <= j < len(nodes) and nodes[j]["kind"] == "caption":
+            if 0 <= j < len(nodes) and nodes[j]["kind"] == CAPTION:
                 near = nodes[j]
                 if (
                     near["page_start"] == node["page_start"]
@@ -156,7 +156,7 @@ def _label_targets(nodes: list[dict], pairs: list[tuple[dict, dict]]) -> dict[tu
             label = _caption_label(node.get("title") or "")
             if label:
                 offer(label, 0, node)
-        elif kind == "caption" and node["node_id"] not in captioned:
+        elif kind == CAPTION and node["node_id"] not in captioned:
             label = _caption_label(node.get("text") or "")
             if label:
                 offer(label, 1, node)

@@ -1,4 +1,4 @@
-"""Model backends behind one small interface (DESIGN.md §5), chosen by configuration.
+"""Model backends behind one small interface, chosen by configuration (docs/architecture.md).
 
     backend = load_backend(ModelConfig(backend="offline"))   # or "openai", "vllm"
     backend.embed(["text", ...])            -> float32 array (n, dim), rows L2-normalised

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pymupdf
 
+from operators.kinds import SECTION
 from operators.models import is_generative
 from operators.parsing.parse import Block, document_metadata, parse_pages
 from operators.structure.blocks import classify_blocks
@@ -94,7 +95,7 @@ def assemble_document(
     facts = {
         "body_font_size": body.font_size,
         "outline_used": bool(use_outline and len(meta["outline"]) >= 2),
-        "n_sections": sum(n.kind == "section" for n in nodes),
+        "n_sections": sum(n.kind == SECTION for n in nodes),
     }
     errors = getattr(section_filter, "errors", None)
     if errors is not None:

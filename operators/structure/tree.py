@@ -12,28 +12,18 @@ from dataclasses import dataclass
 
 from operators.kinds import (
     CAPTION,
+    FIGURE_KINDS,
     FOOTER,
-    FORMULA,
     HEADER,
-    IMAGE,
-    LIST,
+    LEAF_KINDS,
     ROOT,
     SECTION,
-    TABLE,
     TEXT,
     TITLE,
 )
 from operators.parsing.parse import Block
 from operators.structure.sections import Heading
 
-LEAF_KINDS = {
-    TEXT: "text",
-    LIST: "list",
-    TABLE: "table",
-    IMAGE: "image",
-    CAPTION: "caption",
-    FORMULA: "formula",
-}
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = (".", "!", "?", ":", '"', "”", "’", ")")
 
@@ -157,7 +147,7 @@ def build_tree(doc_id: str, title: str, blocks: list[Block], headings: list[Head
         leaf = _new_node(
             f"{prefix}:{len(nodes)}",
             section,
-            LEAF_KINDS[block.kind],
+            block.kind,  # a leaf node has its block's kind
             section.level + 1,
             "",
             block.text,
@@ -200,10 +190,10 @@ def _number(nodes: list[Node]) -> None:
 def _attach_captions(nodes: list[Node]) -> None:
     """A table or image takes the caption right before or after it as its title."""
     for i, node in enumerate(nodes):
-        if node.kind not in ("table", "image"):
+        if node.kind not in FIGURE_KINDS:
             continue
         for j in (i + 1, i - 1):
-            if 0 <= j < len(nodes) and nodes[j].kind == "caption":
+            if 0 <= j < len(nodes) and nodes[j].kind == CAPTION:
                 near = nodes[j]
                 if near.page_start == node.page_start and near.parent_id == node.parent_id:
                     node.title = near.text

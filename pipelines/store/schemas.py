@@ -1,4 +1,4 @@
-"""Arrow schemas of the Lance tables (DESIGN.md §3). One place, so every writer agrees.
+"""Arrow schemas of the Lance tables (docs/architecture.md §4). One place, so every writer agrees.
 
 ``nodes`` and ``entities`` hold vectors of the configured embedder's width: their schemas are
 built for a width (``nodes_schema(dim)``, ``entities_schema(dim)``, ``schema_for``); an index
