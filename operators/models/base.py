@@ -39,9 +39,17 @@ def is_generative(backend: object) -> bool:
     return getattr(backend, "name", "offline") in GENERATIVE_BACKENDS
 
 
-def png_data_url(image: bytes) -> str:
-    """A PNG as the ``data:`` URL chat APIs take for an image part."""
-    return "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+def image_message(prompt: str, image: bytes) -> dict:
+    """One user chat message of a prompt and a PNG (as a ``data:`` URL image part), the form
+    OpenAI-compatible endpoints and vLLM's chat both take."""
+    url = "data:image/png;base64," + base64.b64encode(image).decode("ascii")
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": prompt},
+            {"type": "image_url", "image_url": {"url": url}},
+        ],
+    }
 
 
 class ModelError(RuntimeError):

@@ -28,7 +28,7 @@ from operators.models.base import (
     ModelError,
     entities_from_answer,
     entity_messages,
-    png_data_url,
+    image_message,
 )
 from operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
 from operators.models.structured import complete_json
@@ -105,16 +105,7 @@ class OpenAIBackend:
         )
 
     def describe_image(self, image: bytes, prompt: str) -> str:
-        url = png_data_url(image)
-        messages = [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": prompt},
-                    {"type": "image_url", "image_url": {"url": url}},
-                ],
-            }
-        ]
+        messages = [image_message(prompt, image)]
         return self._chat(messages, self.config.vision_model or self.config.model)
 
     def extract_entities(self, text: str) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:

@@ -28,7 +28,7 @@ from operators.models.base import (
     ModelError,
     entities_from_answer,
     entity_messages,
-    png_data_url,
+    image_message,
 )
 from operators.models.prompts import ENTITY_SCHEMA
 from operators.models.structured import checked_answer, complete_json
@@ -128,12 +128,7 @@ class VLLMBackend:
 
     def describe_image(self, image: bytes, prompt: str) -> str:
         """Needs a vision-language model at ``vllm_model_path``."""
-        url = png_data_url(image)
-        content = [
-            {"type": "text", "text": prompt},
-            {"type": "image_url", "image_url": {"url": url}},
-        ]
-        return self._generate([[{"role": "user", "content": content}]])[0]
+        return self._generate([[image_message(prompt, image)]])[0]
 
     def extract_entities(self, text: str) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:
         return self.extract_entities_batch([text])[0]
