@@ -43,7 +43,7 @@ import numpy as np
 
 from operators.config import ResolverConfig
 from operators.graph.vector_index import VectorIndex
-from operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA
+from operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA, chat
 
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
 STRUCTURAL = "structural entity: one object of one document"
@@ -452,10 +452,7 @@ def model_selector(backend) -> Selector:
         listing = "\n".join(
             f"{i}. {c.name} ({c.type}): {c.description[:200]}" for i, c in enumerate(candidates)
         )
-        messages = [
-            {"role": "system", "content": SELECT_PROMPT},
-            {"role": "user", "content": f"New entity: {name}\nCandidates:\n{listing}"},
-        ]
+        messages = chat(SELECT_PROMPT, f"New entity: {name}\nCandidates:\n{listing}")
         try:
             return int(backend.complete(messages, SELECT_SCHEMA)["choice"])
         except Exception:

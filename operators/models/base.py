@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from operators.config import GENERATIVE_BACKENDS
-from operators.models.prompts import ENTITY_PROMPT
+from operators.models.prompts import ENTITY_PROMPT, chat
 
 
 def is_generative(backend: object) -> bool:
@@ -97,10 +97,7 @@ class ModelBackend(Protocol):
 
 
 def entity_messages(text: str) -> list[dict]:
-    return [
-        {"role": "system", "content": ENTITY_PROMPT},
-        {"role": "user", "content": text},
-    ]
+    return chat(ENTITY_PROMPT, text)
 
 
 def entities_from_answer(

@@ -17,6 +17,12 @@ from operators.kinds import FILTER_TYPES, MAX_LEVEL, OPERATIONS, QUERY_CLASSES
 
 # ---- structured output (operators/models/structured.py) ---------------------------------------
 
+
+def chat(system: str, user: str) -> list[dict]:
+    """The chat messages of one request: the instruction, then the user's content."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 RETRY_PROMPT = (
     "Your previous answer was not valid JSON for the requested schema ({problem}). "
     "Answer again with one JSON object only, no prose and no code fences."

@@ -28,7 +28,7 @@ import numpy as np
 from operators.config import RelevanceConfig
 from operators.kinds import STRUCTURE_KINDS
 from operators.models import ModelError, is_generative
-from operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT
+from operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT, chat
 from operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
 from operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
 from operators.query import bookrag_ops as ops
@@ -80,13 +80,7 @@ class Trace:
 
 def classify_query(index: ReadModel, query: str) -> str:
     if is_generative(index.backend):
-        messages = [
-            {
-                "role": "system",
-                "content": CLASS_PROMPT,
-            },
-            {"role": "user", "content": query},
-        ]
+        messages = chat(CLASS_PROMPT, query)
         try:
             category = index.backend.complete(messages, schema=_CLASS_SCHEMA)["category"]
             if category in QUERY_CLASSES:
@@ -99,13 +93,7 @@ def classify_query(index: ReadModel, query: str) -> str:
 def plan_global(index: ReadModel, query: str) -> dict:
     spec = global_spec(query)
     if is_generative(index.backend):
-        messages = [
-            {
-                "role": "system",
-                "content": FILTER_PROMPT,
-            },
-            {"role": "user", "content": query},
-        ]
+        messages = chat(FILTER_PROMPT, query)
         try:
             answer = index.backend.complete(messages, schema=_FILTER_SCHEMA)
             if answer.get("operation") in OPERATIONS and isinstance(answer.get("filters"), list):

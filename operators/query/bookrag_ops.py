@@ -32,6 +32,7 @@ from operators.models.prompts import (
     NAMES_PROMPT,
     SECTIONS_PROMPT,
     SECTIONS_SCHEMA,
+    chat,
 )
 from operators.models.prompts import DECOMPOSE_SCHEMA as _DECOMPOSE_SCHEMA
 from operators.models.prompts import NAMES_SCHEMA as _NAMES_SCHEMA
@@ -70,26 +71,14 @@ def extract(
 
 
 def _extract_messages(query: str) -> list[dict]:
-    return [
-        {
-            "role": "system",
-            "content": NAMES_PROMPT,
-        },
-        {"role": "user", "content": query},
-    ]
+    return chat(NAMES_PROMPT, query)
 
 
 def decompose(index: ReadModel, query: str) -> list[str]:
     """Independent retrieval sub-questions (BookRAG eq. 2); the question itself when it does
     not split. Offline: the rules of ``query_rules.split_question``."""
     if is_generative(index.backend):
-        messages = [
-            {
-                "role": "system",
-                "content": DECOMPOSE_PROMPT,
-            },
-            {"role": "user", "content": query},
-        ]
+        messages = chat(DECOMPOSE_PROMPT, query)
         try:
             answer = index.backend.complete(messages, schema=_DECOMPOSE_SCHEMA)
             parts = [
@@ -186,13 +175,7 @@ def _model_sections(index: ReadModel, query: str, candidates: list[int]) -> list
         f"{p}: {index.title[p] or '(untitled)'} (pages {index.page_start[p]}-{index.page_end[p]})"
         for p in candidates[:40]
     ]
-    messages = [
-        {
-            "role": "system",
-            "content": SECTIONS_PROMPT,
-        },
-        {"role": "user", "content": f"Question: {query}\nSections:\n" + "\n".join(lines)},
-    ]
+    messages = chat(SECTIONS_PROMPT, f"Question: {query}\nSections:\n" + "\n".join(lines))
     schema = SECTIONS_SCHEMA
     try:
         answer = index.backend.complete(messages, schema=schema)
@@ -396,13 +379,7 @@ def reduce_answer(
         context = "\n\n".join(f"[{i + 1}] {t[:1500]}" for i, t in enumerate(texts))
         if partials:
             context += "\n\nPartial answers:\n" + "\n".join(partials)
-        messages = [
-            {
-                "role": "system",
-                "content": ANSWER_PROMPT,
-            },
-            {"role": "user", "content": f"Question: {query}\n\nEvidence:\n{context}"},
-        ]
+        messages = chat(ANSWER_PROMPT, f"Question: {query}\n\nEvidence:\n{context}")
         schema = ANSWER_SCHEMA
         try:
             return str(index.backend.complete(messages, schema=schema)["answer"]), "generated"

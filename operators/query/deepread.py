@@ -25,7 +25,7 @@ import numpy as np
 
 from operators.models import ModelError
 from operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
-from operators.models.prompts import REACT_PROMPT
+from operators.models.prompts import REACT_PROMPT, chat
 from operators.query.bookrag_ops import reduce_answer
 from operators.query.scoring import text_scores
 
@@ -185,13 +185,7 @@ def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> Too
     intro = "\n\n".join(
         f"Document {d} ({index.documents[d].name}):\n{tools.toc_text(d)}" for d in docs
     )
-    messages = [
-        {
-            "role": "system",
-            "content": REACT_PROMPT,
-        },
-        {"role": "user", "content": f"Question: {query}\n\nTables of contents:\n{intro}"},
-    ]
+    messages = chat(REACT_PROMPT, f"Question: {query}\n\nTables of contents:\n{intro}")
     trace: list[dict] = []
     seen: dict[int, float] = {}
     answer = None

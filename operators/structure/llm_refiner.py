@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from operators.models import ModelBackend, ModelError, NoGeneration
-from operators.models.prompts import SECTION_PROMPT, SECTION_SCHEMA
+from operators.models.prompts import SECTION_PROMPT, SECTION_SCHEMA, chat
 from operators.structure.sections import (
     CONTINUES,
     MAX_LEVEL,
@@ -108,10 +108,7 @@ class LLMSectionFilter:
             ],
             "candidates": items,
         }
-        messages = [
-            {"role": "system", "content": SECTION_PROMPT},
-            {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
-        ]
+        messages = chat(SECTION_PROMPT, json.dumps(payload, ensure_ascii=False))
         first, last = candidates[batch[0][0]].page, candidates[batch[-1][0]].page
         self.n_calls += 1
         try:
