@@ -88,16 +88,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def ray_head():
-    """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
-    Ray on the machine): ``ray start --block`` in a new session, ended by its process group."""
-    temp = Path(tempfile.mkdtemp(prefix="rayhead", dir="/tmp"))  # short: socket path limits
-    port, dashboard = _free_port(), _free_port()
-    token = secrets.token_hex(32)  # Ray 2.60 heads use token authentication
+def _start_head(temp: Path, token: str) -> tuple[subprocess.Popen, str]:
+    """``ray start --head --block`` in a new session on ports of its own; its output goes to
+    ``temp/start.log`` so that a head that dies at start-up says why."""
     env = dict(os.environ, PATH=f"{RAY.parent}{os.pathsep}{os.environ['PATH']}")
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
     env.pop("RAY_ADDRESS", None)
+    port, dashboard = _free_port(), _free_port()
     # Every port its own: the defaults (agent 52365, client 10001, ...) are those of the
     # session's in-process Ray and of any other Ray on this machine.
     ports = [
@@ -106,40 +103,66 @@ def ray_head():
                      "runtime-env-agent-port", "metrics-export-port", "ray-client-server-port",
                      "node-manager-port", "object-manager-port")
     ]  # fmt: skip
-    head = subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-         "--port", str(port), "--num-cpus", "2", "--object-store-memory", str(300 * 2**20),
-         "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-         "--dashboard-port", str(dashboard), "--temp-dir", str(temp), "--disable-usage-stats",
-         *ports],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{dashboard}"
-    try:
-        from ray.job_submission import JobSubmissionClient
+    with open(temp / "start.log", "ab") as log:
+        head = subprocess.Popen(
+            [str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+             "--port", str(port), "--num-cpus", "2", "--object-store-memory", str(300 * 2**20),
+             "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
+             "--dashboard-port", str(dashboard), "--temp-dir", str(temp / "ray"),
+             "--disable-usage-stats", *ports],
+            env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return head, f"http://127.0.0.1:{dashboard}"
 
-        deadline = time.monotonic() + 180
-        while True:
-            assert head.poll() is None, "ray start --head exited"
-            try:
-                client = JobSubmissionClient(url, headers={"Authorization": f"Bearer {token}"})
-                client.list_jobs()
+
+def _stop_head(head: subprocess.Popen) -> None:
+    """End the head's process group and anything of it that outlives SIGTERM."""
+    procs: list[psutil.Process] = []
+    with contextlib.suppress(psutil.Error):
+        procs.append(psutil.Process(head.pid))
+        procs += procs[0].children(recursive=True)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    head.wait(timeout=10)
+
+
+@pytest.fixture
+def ray_head():
+    """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
+    Ray on the machine). A head that exits while starting (a port taken between choosing it and
+    binding it, a slow GCS on a loaded machine) is started again on new ports, up to three
+    times; the last failure reports the tail of ``ray start``'s output."""
+    from ray.job_submission import JobSubmissionClient
+
+    temp = Path(tempfile.mkdtemp(prefix="rayhead", dir="/tmp"))  # short: socket path limits
+    token = secrets.token_hex(32)  # Ray 2.60 heads use token authentication
+    head = None
+    try:
+        for attempt in range(3):
+            head, url = _start_head(temp, token)
+            deadline = time.monotonic() + 180
+            client = None
+            while head.poll() is None and time.monotonic() < deadline:
+                try:
+                    client = JobSubmissionClient(url, headers={"Authorization": f"Bearer {token}"})
+                    client.list_jobs()
+                    break
+                except Exception:
+                    client = None
+                    time.sleep(1)
+            if client is not None:
                 break
-            except Exception:
-                assert time.monotonic() < deadline, "the head's job API never came up"
-                time.sleep(1)
+            _stop_head(head)
+            log = (temp / "start.log").read_text(errors="replace")[-3000:]
+            assert attempt < 2, f"the head never served its job API (3 starts):\n{log}"
         yield client
     finally:
-        procs = [psutil.Process(head.pid)]
-        with contextlib.suppress(psutil.Error):
-            procs += procs[0].children(recursive=True)
-        os.killpg(head.pid, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=5)
-        for proc in alive:
-            try:
-                proc.kill()
-            except psutil.Error:
-                continue
+        if head is not None:
+            _stop_head(head)
         shutil.rmtree(temp, ignore_errors=True)
 
 
