@@ -63,34 +63,47 @@ class AgentResult:
 
 
 class Trace:
+    """The steps of one answer. ``pending`` collects the model calls that fell back to the
+    rules (``bookrag_ops.record_fallback``) while a step runs; the step takes them as its
+    ``fallbacks``, so a broken backend shows in every trace instead of looking like a working
+    one."""
+
     def __init__(self) -> None:
         self.steps: list[dict] = []
+        self.pending: list[dict] = []
 
     def step(self, op: str, n_in: int, n_out: int, started: float, **details: Any) -> None:
-        self.steps.append(
-            {
-                "op": op,
-                "in": int(n_in),
-                "out": int(n_out),
-                "s": round(time.perf_counter() - started, 4),
-                **details,
-            }
-        )
+        entry = {
+            "op": op,
+            "in": int(n_in),
+            "out": int(n_out),
+            "s": round(time.perf_counter() - started, 4),
+            **details,
+        }
+        if self.pending:
+            entry["fallbacks"], self.pending = self.pending, []
+        self.steps.append(entry)
 
 
-def classify_query(index: ReadModel, query: str) -> str:
+def fallbacks(trace: list[dict]) -> list[dict]:
+    """Every fallback from a model to the rules recorded in a result's trace."""
+    return [f for step in trace for f in step.get("fallbacks", [])]
+
+
+def classify_query(index: ReadModel, query: str, fallbacks: ops.Fallbacks = None) -> str:
     if is_generative(index.backend):
         messages = chat(CLASS_PROMPT, query)
         try:
             category = index.backend.complete(messages, schema=_CLASS_SCHEMA)["category"]
             if category in QUERY_CLASSES:
                 return category
-        except (ModelError, KeyError, TypeError):
-            pass
+            ops.record_fallback(fallbacks, "Classify", f"unknown class {category!r}")
+        except (ModelError, KeyError, TypeError) as exc:
+            ops.record_fallback(fallbacks, "Classify", exc)
     return classify(query)
 
 
-def plan_global(index: ReadModel, query: str) -> dict:
+def plan_global(index: ReadModel, query: str, fallbacks: ops.Fallbacks = None) -> dict:
     spec = global_spec(query)
     if is_generative(index.backend):
         messages = chat(FILTER_PROMPT, query)
@@ -98,8 +111,10 @@ def plan_global(index: ReadModel, query: str) -> dict:
             answer = index.backend.complete(messages, schema=_FILTER_SCHEMA)
             if answer.get("operation") in OPERATIONS and isinstance(answer.get("filters"), list):
                 spec.update(filters=answer["filters"], operation=answer["operation"])
-        except (ModelError, AttributeError, TypeError):
-            pass
+            else:
+                ops.record_fallback(fallbacks, "Plan_Filters", "no known operation and filters")
+        except (ModelError, AttributeError, TypeError) as exc:
+            ops.record_fallback(fallbacks, "Plan_Filters", exc)
     return spec
 
 
@@ -130,7 +145,7 @@ def run(
     relevance = relevance or RelevanceConfig()
     trace = Trace()
     started = time.perf_counter()
-    category = query_class or classify_query(index, query)
+    category = query_class or classify_query(index, query, trace.pending)
     trace.step("Classify", 1, 1, started, query_class=category)
     if category == GLOBAL:
         result = _run_global(index, query, scope, trace)
@@ -138,7 +153,7 @@ def run(
         questions = [query]
         if category == MULTI:
             started = time.perf_counter()
-            parts = ops.decompose(index, query)
+            parts = ops.decompose(index, query, trace.pending)
             trace.step("Decompose", 1, len(parts), started, sub_questions=parts)
             questions += [p for p in parts if p != query]
         if plan == "paper":
@@ -155,7 +170,7 @@ def run(
             ]
             trace.step("Map", len(questions) - 1, len(partials), started)
         started = time.perf_counter()
-        answer, how = ops.reduce_answer(index, query, evidence, partials)
+        answer, how = ops.reduce_answer(index, query, evidence, partials, trace.pending)
         trace.step("Reduce", len(evidence), 1, started)
         result = AgentResult(category, [], evidence, scores, answer, how)
     result.query_class = category
@@ -186,7 +201,7 @@ def structured_evidence(
     forced: list[int] = []
     for text, vector in zip(texts, vectors, strict=True):
         started = time.perf_counter()
-        entities = ops.extract(index, text, scope, relevance)
+        entities = ops.extract(index, text, scope, relevance, trace.pending)
         trace.step(
             "Extract",
             1,
@@ -240,7 +255,7 @@ def _paper_single(
     vectors = index.embed(questions)
     for query, vector in zip(questions, vectors, strict=True):
         started = time.perf_counter()
-        entities = ops.extract(index, query, scope, relevance)
+        entities = ops.extract(index, query, scope, relevance, trace.pending)
         names = [index.entity_names[e][0] for e in entities]
         trace.step("Extract", 1, len(entities), started, entities=names)
         started = time.perf_counter()
@@ -253,7 +268,7 @@ def _paper_single(
         if selected.size == 0:
             started = time.perf_counter()
             selected, targets = ops.select_by_section(
-                index, query, scope, SELECT_DEPTH, query_vector=vector
+                index, query, scope, SELECT_DEPTH, query_vector=vector, fallbacks=trace.pending
             )
             trace.step(
                 "Select_by_Section", len(scope), len(selected), started, sections=len(targets)
@@ -265,7 +280,7 @@ def _paper_single(
         graph = ops.graph_reasoning(index, leaves, [entities], engine, relevance)[0]
         trace.step("Graph_Reasoning", len(leaves), int((graph > 0).sum()), started)
         started = time.perf_counter()
-        text = ops.text_reasoning(index, query, leaves, vector)
+        text = ops.text_reasoning(index, query, leaves, vector, trace.pending)
         trace.step("Text_Reasoning", len(leaves), len(leaves), started)
         started = time.perf_counter()
         if (graph > 0).any():
@@ -282,7 +297,7 @@ def _paper_single(
 
 def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -> AgentResult:
     started = time.perf_counter()
-    spec = plan_global(index, query)
+    spec = plan_global(index, query, trace.pending)
     trace.step("Plan_Filters", 1, len(spec["filters"]), started, spec=spec)
     selected = np.asarray(scope, np.int64)
     check = None
@@ -320,7 +335,7 @@ def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -
         answer = "; ".join(index.title[p] or index.text[p][:80] for p in checked[:50])
         how = "extractive"
     else:
-        answer, how = ops.reduce_answer(index, query, checked)
+        answer, how = ops.reduce_answer(index, query, checked, fallbacks=trace.pending)
     trace.step("Reduce", len(checked), 1, started, operation=operation)
     evidence = checked[:MAX_GLOBAL_EVIDENCE]
     return AgentResult(GLOBAL, [], evidence, [1.0] * len(evidence), answer, how)

@@ -44,11 +44,25 @@ if TYPE_CHECKING:
 
 MIN_FIGURE_SIDE = 40.0  # points: smaller images are icons and bullets, not figures
 _WORD = re.compile(r"\w+")
+Fallbacks = list[dict] | None  # where a model call that fell back to the rules is recorded
+
+
+def record_fallback(fallbacks: Fallbacks, step: str, error: Exception | str) -> None:
+    """A model call that failed or answered unusably, and the rules that stood in for it: one
+    entry (which step, which error) for the answer's trace (``bookrag.Trace`` attaches it to
+    the step that made the call). ``fallbacks`` None: not recorded."""
+    if fallbacks is not None:
+        what = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        fallbacks.append({"step": step, "error": what[:300], "fallback": "rules"})
 
 
 # ---- Formulators --------------------------------------------------------------------------------
 def extract(
-    index: ReadModel, query: str, scope: np.ndarray, relevance: RelevanceConfig | None = None
+    index: ReadModel,
+    query: str,
+    scope: np.ndarray,
+    relevance: RelevanceConfig | None = None,
+    fallbacks: Fallbacks = None,
 ) -> list[int]:
     """KG entities the query names, restricted to those mentioned inside ``scope``: names and
     aliases matched in the query text; with a generative backend, the entity names it reads
@@ -60,8 +74,8 @@ def extract(
             answer = index.backend.complete(_extract_messages(query), schema=_NAMES_SCHEMA)
             for name in answer.get("entities", []):
                 found += [e for e in index.linker.link(str(name)) if e not in found]
-        except (ModelError, AttributeError, TypeError):
-            pass  # the rule-based links stand
+        except (ModelError, AttributeError, TypeError) as exc:
+            record_fallback(fallbacks, "Extract", exc)  # the rule-based links stand
     if not found:
         return []
     in_scope = np.asarray(index.mentions[scope].sum(axis=0)).ravel() > 0
@@ -74,7 +88,7 @@ def _extract_messages(query: str) -> list[dict]:
     return chat(NAMES_PROMPT, query)
 
 
-def decompose(index: ReadModel, query: str) -> list[str]:
+def decompose(index: ReadModel, query: str, fallbacks: Fallbacks = None) -> list[str]:
     """Independent retrieval sub-questions (BookRAG eq. 2); the question itself when it does
     not split. Offline: the rules of ``query_rules.split_question``."""
     if is_generative(index.backend):
@@ -88,8 +102,9 @@ def decompose(index: ReadModel, query: str) -> list[str]:
             ]
             if parts:
                 return parts[:6]
-        except (ModelError, AttributeError, TypeError, KeyError):
-            pass
+            record_fallback(fallbacks, "Decompose", "the model gave no retrieval sub-question")
+        except (ModelError, AttributeError, TypeError, KeyError) as exc:
+            record_fallback(fallbacks, "Decompose", exc)
     return split_question(query)
 
 
@@ -148,6 +163,7 @@ def select_by_section(
     depth: int = 2,
     n_sections: int = 3,
     query_vector: np.ndarray | None = None,
+    fallbacks: Fallbacks = None,
 ) -> tuple[np.ndarray, list[int]]:
     """Subtrees of the sections most relevant to the query. With a generative backend the model
     picks sec_ids from the TOC; offline a section scores the best hybrid relevance among its
@@ -163,14 +179,16 @@ def select_by_section(
         best[section] = max(best.get(section, 0.0), score)
     ranked = sorted(best, key=lambda s: (-best[s], s))
     if is_generative(index.backend):
-        chosen = _model_sections(index, query, ranked)
+        chosen = _model_sections(index, query, ranked, fallbacks)
         if chosen:
             ranked = chosen
     targets = sorted(ranked[:n_sections])
     return _union_subtrees(index, targets, scope), targets
 
 
-def _model_sections(index: ReadModel, query: str, candidates: list[int]) -> list[int]:
+def _model_sections(
+    index: ReadModel, query: str, candidates: list[int], fallbacks: Fallbacks = None
+) -> list[int]:
     lines = [
         f"{p}: {index.title[p] or '(untitled)'} (pages {index.page_start[p]}-{index.page_end[p]})"
         for p in candidates[:40]
@@ -179,9 +197,13 @@ def _model_sections(index: ReadModel, query: str, candidates: list[int]) -> list
     schema = SECTIONS_SCHEMA
     try:
         answer = index.backend.complete(messages, schema=schema)
-        return [int(s) for s in answer.get("sections", []) if int(s) in candidates]
-    except (ModelError, AttributeError, TypeError, ValueError):
+        chosen = [int(s) for s in answer.get("sections", []) if int(s) in candidates]
+    except (ModelError, AttributeError, TypeError, ValueError) as exc:
+        record_fallback(fallbacks, "Select_by_Section", exc)
         return []
+    if not chosen:
+        record_fallback(fallbacks, "Select_by_Section", "the model chose no listed section")
+    return chosen
 
 
 def _union_subtrees(index: ReadModel, targets: list[int], scope: np.ndarray) -> np.ndarray:
@@ -234,7 +256,11 @@ def graph_reasoning(
 
 
 def text_reasoning(
-    index: ReadModel, query: str, positions: np.ndarray, query_vector: np.ndarray | None = None
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray | None = None,
+    fallbacks: Fallbacks = None,
 ) -> np.ndarray:
     """S_T: the backend's reranker where it is a model of its own (generative backends), else
     the hybrid dense + BM25 relevance of ``scoring.text_scores``; in [0, 1]."""
@@ -245,8 +271,8 @@ def text_reasoning(
         try:
             texts = [index.node_text(int(p))[:2000] for p in positions]
             return minmax(np.asarray(index.backend.rerank(query, texts), np.float32))
-        except (ModelError, NotImplementedError):
-            pass
+        except (ModelError, NotImplementedError) as exc:
+            record_fallback(fallbacks, "Text_Reasoning", exc)
     return text_scores(index, query, positions, query_vector)
 
 
@@ -371,7 +397,11 @@ def best_sentence(index: ReadModel, query: str, texts: list[str], shortlist: int
 
 
 def reduce_answer(
-    index: ReadModel, query: str, evidence: list[int], partials: list[str] | None = None
+    index: ReadModel,
+    query: str,
+    evidence: list[int],
+    partials: list[str] | None = None,
+    fallbacks: Fallbacks = None,
 ) -> tuple[str, str]:
     """The final answer and how it was made ('generated' or 'extractive')."""
     texts = [index.node_text(p) for p in evidence[:8]]
@@ -383,8 +413,8 @@ def reduce_answer(
         schema = ANSWER_SCHEMA
         try:
             return str(index.backend.complete(messages, schema=schema)["answer"]), "generated"
-        except (ModelError, KeyError, TypeError):
-            pass
+        except (ModelError, KeyError, TypeError) as exc:
+            record_fallback(fallbacks, "Reduce", exc)
     if partials:
         return " | ".join(p for p in partials if p), "extractive"
     return best_sentence(index, query, texts), "extractive"

@@ -26,7 +26,7 @@ import numpy as np
 from operators.models import ModelError
 from operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
 from operators.models.prompts import REACT_PROMPT, chat
-from operators.query.bookrag_ops import reduce_answer
+from operators.query.bookrag_ops import record_fallback, reduce_answer
 from operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
@@ -193,8 +193,10 @@ def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> Too
         started = time.perf_counter()
         try:
             step = index.backend.complete(messages, schema=_ACTION_SCHEMA)
-        except ModelError as exc:
-            trace.append(_step("error", {"error": str(exc)}, 0, started))
+        except ModelError as exc:  # what was read so far is the evidence; the rules answer
+            failed = _step("error", {"error": str(exc)}, 0, started)
+            record_fallback(failed.setdefault("fallbacks", []), "ReAct", exc)
+            trace.append(failed)
             break
         action = step.get("action")
         if action == "answer":
@@ -209,7 +211,9 @@ def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> Too
         messages.append({"role": "user", "content": f"Observation:\n{observation[:6000]}"})
     positions = sorted(seen, key=lambda p: (-seen[p], p))
     if answer is None:
-        answer, how = reduce_answer(index, query, positions)
+        started, failed = time.perf_counter(), []
+        answer, how = reduce_answer(index, query, positions, fallbacks=failed)
+        trace.append(_step("Reduce", {}, 1, started) | ({"fallbacks": failed} if failed else {}))
     else:
         how = "generated"
     return ToolRunResult(positions, [seen[p] for p in positions], answer, how, trace)

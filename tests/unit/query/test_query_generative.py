@@ -11,6 +11,7 @@ import pytest
 
 from operators.models import ModelConfig, ModelError
 from operators.models.offline import OfflineBackend
+from operators.query.bookrag import fallbacks
 from operators.query.engine import QueryEngine
 from operators.query.read_model import ReadModel
 from tests.conftest import PAPER
@@ -76,8 +77,16 @@ def test_react_loop_stops_at_the_round_limit(paper_tables, config):
     )
     engine, _ = _engine(paper_tables, rounds, script)
     out = engine.answer("anything?", "deepread", PAPER)
-    assert [s["op"] for s in out["trace"]] == ["retrieve"] * 4
+    assert [s["op"] for s in out["trace"]] == ["retrieve"] * 4 + ["Reduce"]
     assert out["answer_type"] == "extractive"
+    # the script has no answer: the model's Reduce failed and the rules answered, on record
+    assert fallbacks(out["trace"]) == [
+        {
+            "step": "Reduce",
+            "error": "ModelError: no scripted answer for this schema",
+            "fallback": "rules",
+        }
+    ]
 
 
 def test_planner_and_reduce_use_the_model(paper_tables, config):
@@ -119,3 +128,35 @@ def test_an_unusable_model_answer_falls_back_to_the_rules(paper_tables, config, 
     assert result["error"] is None and result["query_class"] == "global"
     assert result["answer"] == "3"
     assert json.dumps(result)  # the whole result is plain JSON
+    # each model call that fell back is in the trace, on the step that made it, with its error
+    by_step = {s["op"]: s.get("fallbacks", []) for s in result["trace"]}
+    assert [f["step"] for f in by_step["Classify"]] == ["Classify"]
+    assert [f["step"] for f in by_step["Plan_Filters"]] == ["Plan_Filters"]
+    expected = "ModelError: not JSON after 2 retries" if script is FAILING else "unknown class"
+    assert by_step["Classify"][0]["error"].startswith(expected)
+    assert len(fallbacks(result["trace"])) == 2
+
+
+def test_a_failing_model_in_every_step_leaves_a_trace_entry_and_the_rules_answer(
+    paper_tables, config, engine
+):
+    """Single- and multi-hop plans with a backend whose every completion fails: the answer is
+    the rules' (extractive, with evidence), and each step that asked the model says so."""
+    failing = {key: ModelError("endpoint down") for key in (*GARBAGE, "sub_questions")}
+    offline = engine  # conftest: the offline backend, which never asks a model
+    engine, _ = _engine(paper_tables, config, failing)
+    question = "Where are the dataset statistics and which datasets are used?"
+    for method in ("bookrag", "bookrag_paper"):
+        result = engine.answer(question, method, PAPER)
+        assert result["error"] is None and result["answer_type"] == "extractive"
+        assert result["answer"] and result["evidence"]
+        steps = {f["step"] for f in fallbacks(result["trace"])}
+        assert {"Classify", "Extract", "Reduce"} <= steps, steps
+        assert all(f["error"] == "ModelError: endpoint down" for f in fallbacks(result["trace"]))
+        if method == "bookrag":  # the rules' evidence and answer: the offline backend's
+            alone = offline.answer(question, method, PAPER)
+            assert not fallbacks(alone["trace"])
+            assert [e["node_id"] for e in result["evidence"]] == [
+                e["node_id"] for e in alone["evidence"]
+            ]
+            assert result["answer"] == alone["answer"]
