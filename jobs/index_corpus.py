@@ -1,7 +1,7 @@
 """Index a corpus of PDFs into Lance tables.
 
     python -m jobs.index_corpus INPUT... --out DIR [--strict] [--config FILE]
-        [--set SECTION.FIELD=VALUE ...] [--force] [--no-outline] [--pages-per-task N]
+        [--set SECTION.FIELD=VALUE ...] [--force] [--keep-stale] [--no-outline] [--pages-per-task N]
         [--workers N] [--no-enrich] [--models offline|openai|vllm] [--model-config FILE.json]
         [--model-gpus G]
 
@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     # Named flags: each sets one configuration field; not given (None), it leaves it alone.
     flag = parser.add_argument
     flag("--force", action="store_true", default=None, help="index.force: re-index all")
+    flag(
+        "--keep-stale",
+        dest="stale_build",
+        action="store_const",
+        const="warn",
+        help='index.stale_build="warn": keep documents indexed by another build (other stage '
+        "versions, models or options), with a warning, instead of re-indexing them",
+    )
     flag("--pages-per-task", type=int, help="index.pages_per_task (books long enough to split)")
     flag("--workers", type=int, help="index.parse_workers: parse parallelism")
     for name, field, what in (
@@ -67,6 +75,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         models["backend"] = args.models
     index = {
         "force": args.force,
+        "stale_build": args.stale_build,
         "use_outline": args.use_outline,
         "pages_per_task": args.pages_per_task,
         "parse_workers": args.workers,
@@ -86,6 +95,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for failure in summary.failures:
         print(f"  {failure['stage']:>8}  {failure['uri']}: {failure['error']}", file=sys.stderr)
+    for uri, why in list(summary.stale.items())[:10]:
+        print(f"  built otherwise: {uri}: {why}", file=sys.stderr)
+    if summary.stale_kept:
+        print(
+            f"warning: {summary.stale_kept} document(s) were indexed by another build and kept "
+            "(--keep-stale); their rows are not what this build makes",
+            file=sys.stderr,
+        )
+    if summary.rebuilt:
+        print(f"{summary.rebuilt} document(s) indexed by another build were re-indexed")
     print(summary.line())
     return 1 if args.strict and summary.failures else 0
 

@@ -12,6 +12,8 @@ import sys
 import lancedb
 import polars as pl
 
+from operators.config import BookindexConfig
+from pipelines import provenance
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
@@ -27,6 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     print(
         docs.select("title", "status", "n_pages", "n_sections", "n_nodes").to_pandas().to_string()
     )
+    print("\nBuilds (pipelines/provenance.py; stale: built otherwise than this code and the")
+    print("default configuration would, so the index job re-indexes it):")
+    stale = provenance.stale_documents(provenance.stored_builds(args.index_dir), BookindexConfig())
+    by_build: dict[str | None, list[str]] = {}
+    for row in provenance.stored_builds(args.index_dir):
+        by_build.setdefault(row["build"], []).append(row["doc_id"])
+    for build, doc_ids in by_build.items():
+        n_stale = sum(d in stale for d in doc_ids)
+        print(f"  {len(doc_ids)} document(s), {n_stale} stale: {provenance.describe(build)}")
+        if n_stale:
+            print(f"    why: {stale[next(d for d in doc_ids if d in stale)]}")
     db = lancedb.connect(args.index_dir)
     nodes = db.open_table(NODES)
     for doc in docs.filter(pl.col("status") == "ok").head(2).iter_rows(named=True):

@@ -98,6 +98,11 @@ class IndexConfig(Section):
     use_outline: bool = Field(True, description="use the PDF's outline for the heading tree")
     pages_per_task: int = Field(64, ge=1, description="pages per task when a long book is split")
     force: bool = Field(False, description="re-index files already in the index")
+    stale_build: Literal["reindex", "warn"] = Field(
+        "reindex",
+        description="a document indexed by another build (code stage versions, models, "
+        "options; pipelines/provenance.py): re-index it, or keep it with a warning",
+    )
     parse_workers: int | None = Field(
         None, ge=1, description="parse tasks (or section-model workers) at once; None: CPUs"
     )

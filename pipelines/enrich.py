@@ -28,18 +28,31 @@ from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import encode_vectors, from_json, to_json
 from pipelines.run_stats import peak_memory_mb
 
+# Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
+# (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
+BUILD_VERSION = 2
 MAX_IMAGES_PER_DOCUMENT = 200
 IMAGE_DPI = 150
 _EMBED_TEXT_CHARS = 2000
 
 
-def node_embedding_text(node: dict) -> str:
+def node_embedding_text(node: dict, heading: str = "") -> str:
     """What a node's vector encodes: the title of a section, the caption and cells of a table
-    or figure, the text of a paragraph."""
+    or figure, the text of a paragraph; ``heading`` (a passage's title) before the rest."""
     if node["kind"] in (ROOT, SECTION):
         return node.get("title") or ""
-    parts = [node.get("title") or "", node.get("text") or "", node.get("summary") or ""]
+    parts = [heading, node.get("title") or "", node.get("text") or "", node.get("summary") or ""]
     return " ".join(p for p in parts if p)[:_EMBED_TEXT_CHARS]
+
+
+def embedding_texts(row: dict, nodes: list[dict]) -> list[str]:
+    """The texts one document's node vectors encode. A passage's paragraph is embedded with
+    the passage's title, "title text", as a user embeds a passage (the leaf itself has no
+    title: the root holds it); a PDF's leaves with their own text (and caption) alone."""
+    heading = ""
+    if row.get("source") == "passage":
+        heading = next((n.get("title") or "" for n in nodes if n["kind"] == ROOT), "")
+    return [node_embedding_text(n, heading) for n in nodes]
 
 
 class EnrichStage(ModelStage):
@@ -72,7 +85,10 @@ class EnrichStage(ModelStage):
             for r, nodes in zip(rows, node_lists, strict=True)
         ]
         flat = [n for nodes in node_lists for n in nodes]
-        vectors = self.backend.embed([node_embedding_text(n) for n in flat])
+        texts = [
+            t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
+        ]
+        vectors = self.backend.embed(texts)
         embed_s = time.perf_counter() - started
         t0 = time.perf_counter()
         extractions = [

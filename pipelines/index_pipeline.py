@@ -35,6 +35,7 @@ from operators.kinds import FAILED, NEEDS_OCR
 from operators.models import check_config, embedding_width
 from operators.parsing.probe import InputFile, Problem, discover, identify
 from operators.structure.passages import Passage, is_passage_file, read_passages
+from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
@@ -54,6 +55,9 @@ class Summary:
     nodes: int = 0
     entities: int = 0
     seconds: float = 0.0
+    rebuilt: int = 0  # re-indexed because another build made their rows (pipelines/provenance)
+    stale_kept: int = 0  # built otherwise and kept (index.stale_build="warn")
+    stale: dict[str, str] = field(default_factory=dict)  # uri → why its build differs
     failures: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
 
@@ -90,19 +94,25 @@ def run_index(
     with driver.phase("identify") as phase:
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))
-    existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri"]).to_pylist()
+    lance_store.add_missing_columns(out_dir, DOCUMENTS)  # an index from before a column
+    existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri", "build"]).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
     by_content: dict[str, InputFile] = {}
     for f in files:  # identical bytes under two names are one document (the first name)
         by_content.setdefault(f.doc_id, f)
-    todo = [f for f in by_content.values() if config.index.force or f.doc_id not in known_ids]
+    rebuild = _stale_builds(existing, by_content, config, summary)
+    todo = [
+        f
+        for f in by_content.values()
+        if config.index.force or f.doc_id not in known_ids or f.doc_id in rebuild
+    ]
     summary.skipped = len(files) - len(todo)
     # A file whose bytes changed drops the rows of its previous version (unless that version
     # is still the content of another input); --force also replaces the unchanged ones.
     current = {f.uri: f.doc_id for f in files}
     live_ids = set(current.values())
     stale = {r["doc_id"] for r in existing if r["uri"] in current and r["doc_id"] not in live_ids}
-    forced = {f.doc_id for f in todo} & known_ids if config.index.force else set()
+    forced = {f.doc_id for f in todo} & known_ids  # --force, or built otherwise
     replaced = sorted(stale | forced)
 
     doc_rows: list[dict] = []
@@ -153,6 +163,21 @@ def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFi
                 passages[p.doc_id] = p
                 files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
     return uris, problems, files, passages
+
+
+def _stale_builds(
+    existing: list[dict], inputs: dict[str, InputFile], config: BookindexConfig, summary: Summary
+) -> set[str]:
+    """The inputs already indexed by another build (pipelines/provenance.py): their doc_ids
+    to re-index, or none when ``index.stale_build`` is "warn" (counted in ``summary``)."""
+    stored = [r for r in existing if r["doc_id"] in inputs]
+    stale = provenance.stale_documents(stored, config)
+    summary.stale = {inputs[d].uri: why for d, why in stale.items()}
+    if config.index.stale_build == "warn":
+        summary.stale_kept = len(stale)
+        return set()
+    summary.rebuilt = len(stale)
+    return set(stale)
 
 
 def _delete(out_dir: str | Path, doc_ids: list[str]) -> None:
@@ -253,7 +278,7 @@ class _RayRun:
             phase["edges"], phase["communities"] = append_graph(self.out_dir, batches)
         n_entities = self._write_entities(doc_rows) if enrich else _count(self.out_dir, ENTITIES)
         # Every other table is written above; the documents rows go last (recovery.py).
-        _commit(self.out_dir, doc_rows)
+        _commit(self.out_dir, doc_rows, self.config)
         return doc_rows, n_entities
 
     def _documents(self, todo: list[InputFile], passages: dict[str, Passage]):
@@ -335,15 +360,17 @@ class _RayRun:
         return written["entities"]
 
 
-def _commit(out_dir: str | Path, doc_rows: list[dict]) -> None:
+def _commit(out_dir: str | Path, doc_rows: list[dict], config: BookindexConfig) -> None:
     """The documents' failure rows, then their ``documents`` rows: the commit marker."""
     lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(_failure_rows([], doc_rows)))
-    lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(_document_rows(doc_rows)))
+    documents = _document_rows(doc_rows, config)
+    lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(documents))
     recovery.mark_committed(out_dir)
 
 
-def _document_rows(doc_rows: list[dict]) -> list[dict]:
+def _document_rows(doc_rows: list[dict], config: BookindexConfig) -> list[dict]:
     indexed_at = _now()
+    builds = {s: provenance.document_build({"source": s}, config) for s in ("pdf", "passage")}
     return [
         {
             "doc_id": row["doc_id"],
@@ -360,6 +387,7 @@ def _document_rows(doc_rows: list[dict]) -> list[dict]:
             "outline_used": row["outline_used"],
             "page_labels": from_json(row["page_labels"]),
             "toc": row["toc"],
+            "build": builds[row.get("source") or "pdf"],
         }
         for row in sorted(doc_rows, key=lambda r: r["uri"])
     ]

@@ -24,6 +24,9 @@ from operators.models import ExtractedEntity, ExtractedRelation
 
 TABLE, IMAGE, FORMULA, TABLE_HEADER, TOPIC = "TABLE", "IMAGE", "FORMULA", "TABLE_HEADER", "TOPIC"
 # Entities that stand for one object of one document: never merged across documents.
+# Bumped by a change to the entities, relations or mentions extracted here, or to
+# resolution within a document (pipelines/provenance.py).
+BUILD_VERSION = 1
 STRUCTURAL_TYPES = {TABLE, IMAGE, FORMULA}
 CONTAINED_IN = "contained_in"
 _TEXT_KINDS = (kinds.TEXT, kinds.LIST, kinds.CAPTION, kinds.SECTION)

@@ -35,6 +35,8 @@ _MONO_FONT = re.compile(
     r"mono|nimbusmon|courier|consol|menlo|monaco|sourcecode|typewriter|(^|[+\-_ ])(cm|lm|t1x|ec|sf|pcr)?tt\d*($|[\-_ ,])",
     re.IGNORECASE,
 )
+# Bumped by a change to the blocks this module returns (pipelines/provenance.py: the rule).
+BUILD_VERSION = 1
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 
 

@@ -27,6 +27,10 @@ from operators.structure.tree import build_tree, toc_skeleton
 if TYPE_CHECKING:
     from operators.models import ModelBackend
 
+# Bumped by a change to the tree, TOC or document fields assembled here, including those of
+# blocks, furniture, sections, outline_filter, llm_refiner and tree (pipelines/provenance.py).
+BUILD_VERSION = 1
+
 
 def section_filter_for(
     outline: list[tuple[int, str, int]],

@@ -16,6 +16,8 @@ from pathlib import Path
 from operators.kinds import ROOT
 from operators.structure.tree import Node, count_tokens, toc_skeleton
 
+# Bumped by a change to a passage's tree (pipelines/provenance.py).
+BUILD_VERSION = 1
 PASSAGE_SUFFIXES = (".jsonl",)
 
 

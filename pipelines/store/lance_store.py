@@ -43,6 +43,18 @@ def append(index_dir: str | Path, table: str, rows: pa.Table) -> None:
     lance.write_dataset(rows, table_path(index_dir, table), mode=mode)
 
 
+def add_missing_columns(index_dir: str | Path, table: str) -> list[str]:
+    """Columns of the table's schema that an older dataset lacks, added as nulls (one commit);
+    their names."""
+    if not exists(index_dir, table):
+        return []
+    dataset = lance.dataset(table_path(index_dir, table))
+    missing = [f for f in SCHEMAS[table] if f.name not in dataset.schema.names]
+    if missing:
+        dataset.add_columns(missing)
+    return [f.name for f in missing]
+
+
 def delete_documents(index_dir: str | Path, table: str, doc_ids: list[str]) -> None:
     """Remove every row of these documents from a table (a no-op when it does not exist)."""
     delete_where(index_dir, table, "doc_id", doc_ids)

@@ -31,6 +31,7 @@ documents_schema = pa.schema(
         ("outline_used", pa.bool_()),
         ("page_labels", pa.list_(pa.string())),
         ("toc", pa.string()),  # JSON: the TOC skeleton, see operators.structure.tree.toc_skeleton
+        ("build", pa.string()),  # JSON: what built the rows (pipelines/provenance.py)
     ]
 )
 

