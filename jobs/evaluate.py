@@ -17,6 +17,13 @@ processed), runs every question through each method in batches, and writes per m
 ``results_<method>.jsonl`` (one line per question: ranked passage ids and scores, gold ids,
 recall@k) plus ``metrics.json`` and ``summary.md`` with recall@2/5/10 side by side.
 Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
+
+The summary says what each method saw (``operators.query.registry``: its ``sees``), which
+build made the index (``pipelines/provenance.py``) and, for PDF QA, how often a method fell
+back from a model to the rules. An index holding documents that another build made (other
+stage versions, models or options than this run's) is refused (exit 2, the documents and why
+printed) unless ``--stale reindex`` (re-index them first) or ``--stale allow`` (evaluate them as
+they are; the summary says so).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import time
 from pathlib import Path
 
 from operators.config import BookindexConfig, ConfigError, add_config_arguments, config_from_args
-from operators.query.registry import PASSAGE, QUERY, describe, evaluated, method_names
+from operators.query.registry import PASSAGE, QUERY, describe, evaluated, method_names, sees
 
 KS = (2, 5, 10)
 
@@ -111,6 +118,53 @@ def summarise(rows: list[dict]) -> dict[str, float]:
     return out
 
 
+def index_notes(index: Path, kind: str, methods: list[str], stale_note: str) -> str:
+    """What each method saw and the index's build(s), for the summary."""
+    from pipelines import provenance
+
+    lines = ["", "What each method saw:", ""]
+    lines += [f"- {method}: {sees(kind, method)}" for method in methods]
+    builds: dict[str | None, int] = {}
+    for row in provenance.stored_builds(index):
+        builds[row["build"]] = builds.get(row["build"], 0) + 1
+    lines += ["", "Index:", ""]
+    lines += [f"- {n} document(s): {provenance.describe(b)}" for b, n in builds.items()]
+    if stale_note:
+        lines += ["", stale_note]
+    return "\n".join(lines) + "\n"
+
+
+def check_build(
+    index: Path, config: BookindexConfig, policy: str
+) -> tuple[BookindexConfig | None, str]:
+    """The configuration to index with and a note for the summary; None when the index holds
+    documents another build made and ``policy`` is "refuse" (they are printed)."""
+    from pipelines.provenance import index_staleness
+
+    stale = index_staleness(index, config)
+    if not stale:
+        return config, ""
+    print(f"{len(stale)} document(s) of {index} were indexed by another build:", file=sys.stderr)
+    for uri, why in list(stale.items())[:10]:
+        print(f"  {uri}: {why}", file=sys.stderr)
+    if policy == "refuse":
+        print(
+            "refusing to evaluate a stale index: re-index it (jobs.index_corpus), or pass "
+            "--stale reindex (re-index those documents now) or --stale allow (evaluate as is)",
+            file=sys.stderr,
+        )
+        return None, ""
+    if policy == "reindex":
+        return config, f"{len(stale)} document(s) indexed by another build were re-indexed first."
+    kept = config.model_copy(
+        update={"index": config.index.model_copy(update={"stale_build": "warn"})}
+    )
+    return kept, (
+        f"**Stale index** (--stale allow): {len(stale)} document(s) were indexed by another "
+        "build and evaluated as they are; these numbers are not this build's."
+    )
+
+
 def markdown(metrics: dict[str, dict], corpus: str, questions: str) -> str:
     lines = [
         f"# Retrieval evaluation\n\ncorpus: `{corpus}`  \nquestions: `{questions}`\n",
@@ -141,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--batch", type=int, default=64, help="queries per retrieval batch")
     parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
+    parser.add_argument(
+        "--stale",
+        choices=("refuse", "reindex", "allow"),
+        default="refuse",
+        help="an index holding documents another build made (pipelines/provenance.py): "
+        "refuse (default), re-index them first, or evaluate them as they are",
+    )
     add_config_arguments(parser)
     return parser
 
@@ -164,12 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     index = Path(args.index) if args.index else out / "index"
     questions = read_questions(args.questions, args.limit)
-    summary = run_index([args.corpus], index)
+    index_config, stale_note = check_build(index, config, args.stale)
+    if index_config is None:
+        return 2
+    summary = run_index([args.corpus], index, index_config)
     print(summary.line())
     retrieval = open_engine(index, config).retrieval
     rows = {method: evaluate_method(retrieval, questions, method, args.batch) for method in methods}
     metrics = {method: summarise(method_rows) for method, method_rows in rows.items()}
-    write_outputs(out, rows, metrics, markdown(metrics, args.corpus, args.questions))
+    report = markdown(metrics, args.corpus, args.questions)
+    report += index_notes(index, PASSAGE, methods, stale_note)
+    write_outputs(out, rows, metrics, report)
     return 0
 
 
@@ -193,13 +259,18 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig) -> int:
             file=sys.stderr,
         )
         return 2
-    summary = run_index([str(Path(args.docs) / d) for d in wanted], index)
+    index_config, stale_note = check_build(index, config, args.stale)
+    if index_config is None:
+        return 2
+    summary = run_index([str(Path(args.docs) / d) for d in wanted], index, index_config)
     print(summary.line())
     engine = open_engine(index, config)
     k = config.query.k if args.k is None else args.k
     rows = {method: evaluate_pdf_method(engine, questions, method, k) for method in methods}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
-    write_outputs(out, rows, metrics, pdf_markdown(metrics, args.questions))
+    report = pdf_markdown(metrics, args.questions)
+    report += index_notes(index, QUERY, [*methods, "dense"], stale_note)
+    write_outputs(out, rows, metrics, report)
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
+from operators.query.bookrag import fallbacks
 from operators.query.engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
@@ -53,6 +54,7 @@ def evaluate_pdf_method(
             "gold_pages": question.get("evidence_pages") or [],
             "pages": [[e["page"], e["page_end"]] for e in evidence],
             "plan": result["plan"],
+            "fallbacks": fallbacks(result["trace"]),
             "seconds": round(seconds, 4),
         }
         row.update(score_unit_list(question, evidence, result["answer"]))
@@ -80,6 +82,8 @@ def summarise_pdf(rows: list[dict]) -> dict[str, float]:
                 out[name] = value
     out["answerable"] = sum(1 for r in rows if "page_recall" in r)
     out["errors"] = sum(1 for r in rows if r["error"])
+    out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
+    out["answers_with_fallback"] = sum(1 for r in rows if r.get("fallbacks"))
     out["seconds_per_query"] = mean("seconds") or 0.0
     return out
 
@@ -112,4 +116,10 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
             f"{m['seconds_per_query']:.2f}",
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += ["", "Model calls that fell back to the rules (each is in the answer's trace):", ""]
+    lines += [
+        f"- {method}: {m.get('fallbacks', 0)} in {m.get('answers_with_fallback', 0)} of "
+        f"{m['questions']} answers"
+        for method, m in metrics.items()
+    ]
     return "\n".join(lines) + "\n"

@@ -19,19 +19,72 @@ class Method:
     kind: str  # PASSAGE or QUERY
     description: str
     evaluated: bool = True  # in jobs.evaluate's default set
+    sees: str = ""  # the text and signals it ranks by (jobs.evaluate's summary says it)
 
 
+_PASSAGE_VECTOR = 'each passage\'s vector: the embedder over "title text"'
+_LEAF_VECTOR = "each leaf's vector: the embedder over its own text (and caption)"
+_TREE = "section headings, entities, the tree and page numbers"
 METHODS = (
-    Method("zoom", PASSAGE, "ZoomRAG: Doc-Zoom (query and bridge walks), Chunk-Zoom evidence"),
-    Method("bm25", PASSAGE, "BM25 over each document's title and text"),
-    Method("dense", PASSAGE, "cosine of the question to each document's vector"),
-    Method("auto", QUERY, "the method that measured best for the question's class", False),
-    Method("bookrag", QUERY, "BookRAG agent, structured plan: scents and Page_Ranker"),
-    Method("deepread", QUERY, "DeepRead: locate with Retrieve, then read the best section"),
-    Method("zoom", QUERY, "ZoomRAG: Doc-Zoom over the documents, Chunk-Zoom over their leaves"),
-    Method("ladrag", QUERY, "LAD-RAG: semantic search, then layout neighbours and community"),
-    Method("dense", QUERY, "dense top-k leaves (the baseline)", False),
-    Method("bookrag_paper", QUERY, "BookRAG eq. 9–10 as written: hard cuts, Skyline", False),
+    Method(
+        "zoom",
+        PASSAGE,
+        "ZoomRAG: Doc-Zoom (query and bridge walks), Chunk-Zoom evidence",
+        sees=f"{_PASSAGE_VECTOR}; entities and title entities; each passage's sentences",
+    ),
+    Method(
+        "bm25",
+        PASSAGE,
+        "BM25 over each document's title and text",
+        sees="each passage's title and text (words)",
+    ),
+    Method(
+        "dense",
+        PASSAGE,
+        "cosine of the question to each document's vector",
+        sees=_PASSAGE_VECTOR + " (the vectors zoom starts from)",
+    ),
+    Method(
+        "auto", QUERY, "the method that measured best for the question's class", False, "bookrag's"
+    ),
+    Method(
+        "bookrag",
+        QUERY,
+        "BookRAG agent, structured plan: scents and Page_Ranker",
+        sees=f"{_LEAF_VECTOR}; the leaves' words (BM25); {_TREE}",
+    ),
+    Method(
+        "deepread",
+        QUERY,
+        "DeepRead: locate with Retrieve, then read the best section",
+        sees=f"{_LEAF_VECTOR}; the TOC and the sections' paragraphs",
+    ),
+    Method(
+        "zoom",
+        QUERY,
+        "ZoomRAG: Doc-Zoom over the documents, Chunk-Zoom over their leaves",
+        sees=f"{_LEAF_VECTOR}; the entities the leaves mention",
+    ),
+    Method(
+        "ladrag",
+        QUERY,
+        "LAD-RAG: semantic search, then layout neighbours and community",
+        sees=f"{_LEAF_VECTOR}; the layout graph and its communities",
+    ),
+    Method(
+        "dense",
+        QUERY,
+        "dense top-k leaves (the baseline)",
+        False,
+        _LEAF_VECTOR + ", as a user embeds a PDF's chunks (no heading prepended)",
+    ),
+    Method(
+        "bookrag_paper",
+        QUERY,
+        "BookRAG eq. 9–10 as written: hard cuts, Skyline",
+        False,
+        f"{_LEAF_VECTOR}; {_TREE}; the model's reranker when there is one",
+    ),
 )
 
 
@@ -42,6 +95,11 @@ def method_names(kind: str) -> tuple[str, ...]:
 def evaluated(kind: str) -> tuple[str, ...]:
     """The methods ``jobs.evaluate`` runs when none are named."""
     return tuple(m.name for m in METHODS if m.kind == kind and m.evaluated)
+
+
+def sees(kind: str, name: str) -> str:
+    """What a method of a kind ranks by (its ``sees``)."""
+    return next(m.sees for m in METHODS if m.kind == kind and m.name == name)
 
 
 def describe(kind: str) -> str:
