@@ -42,9 +42,7 @@ def test_a_row_changing_option_or_model_changes_the_build(sections, part):
 
 
 def test_a_stage_version_bump_changes_only_the_documents_that_stage_builds(monkeypatch):
-    rows = [
-        {"doc_id": s, "build": json.dumps(build_record(_config(), s))} for s in (PDF, PASSAGE)
-    ]
+    rows = [{"doc_id": s, "build": json.dumps(build_record(_config(), s))} for s in (PDF, PASSAGE)]
     assert stale_documents(rows, _config()) == {}
     monkeypatch.setattr(passages, "BUILD_VERSION", passages.BUILD_VERSION + 1)
     assert list(stale_documents(rows, _config())) == [PASSAGE]
