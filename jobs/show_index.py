@@ -1,6 +1,9 @@
 """Print what an index holds: documents, the top of each TOC, and a few sample look-ups.
 
-python -m jobs.show_index DIR
+python -m jobs.show_index DIR [--config FILE] [--set SECTION.FIELD=VALUE ...]
+
+Also each build that made the index's documents (pipelines/provenance.py) and how many of them
+this code and configuration would build otherwise (stale).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import sys
 import lancedb
 import polars as pl
 
-from operators.config import BookindexConfig
+from operators.config import add_config_arguments, config_from_args
 from pipelines import provenance
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
@@ -22,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.show_index")
     parser.add_argument("index_dir")
     parser.add_argument("--toc-depth", type=int, default=2)
+    add_config_arguments(parser)  # the configuration a build is compared with
     args = parser.parse_args(argv)
+    config = config_from_args(args)
 
     docs = pl.from_arrow(lance_store.read_table(args.index_dir, DOCUMENTS))
     print(f"{docs.height} documents")
@@ -30,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         docs.select("title", "status", "n_pages", "n_sections", "n_nodes").to_pandas().to_string()
     )
     print("\nBuilds (pipelines/provenance.py; stale: built otherwise than this code and the")
-    print("default configuration would, so the index job re-indexes it):")
-    stale = provenance.stale_documents(provenance.stored_builds(args.index_dir), BookindexConfig())
+    print("configuration (--config, --set) would, so the index job re-indexes it):")
+    stale = provenance.stale_documents(provenance.stored_builds(args.index_dir), config)
     by_build: dict[str | None, list[str]] = {}
     for row in provenance.stored_builds(args.index_dir):
         by_build.setdefault(row["build"], []).append(row["doc_id"])
