@@ -45,7 +45,10 @@ from operators.structure import assemble, passages
 from pipelines import enrich
 
 PDF, PASSAGE = "pdf", "passage"
-ROW_OPTIONS = ("use_outline", "enrich", "ocr")  # index options that change rows, where present
+# Index options that change rows, where the configuration has them; the PDF-only ones are not
+# part of a passage's build.
+ROW_OPTIONS = ("use_outline", "enrich", "ocr", "ocr_dpi")
+PDF_OPTIONS = ("use_outline", "ocr", "ocr_dpi")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Source whose change may change rows: hashed into ``code`` (recorded, never compared).
 ROW_CODE = (
@@ -76,8 +79,7 @@ def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
         name: getattr(index, name) for name in ROW_OPTIONS if hasattr(index, name)
     }
     if source == PASSAGE:
-        options.pop("use_outline", None)
-        options.pop("ocr", None)
+        options = {k: v for k, v in options.items() if k not in PDF_OPTIONS}
     if index.enrich:
         stages.update(enrich=enrich.BUILD_VERSION, entities=entities.BUILD_VERSION)
         options["resolver"] = config.resolver.model_dump()
