@@ -52,8 +52,9 @@ def test_another_build_reindexes_the_documents_it_changes(
     assert (first.ok, first.rebuilt) == (1 + N_PASSAGES, 0), first.failures
     builds = _builds(out)
     pdf_uri = next(u for u in builds if u.endswith(PAPER))
-    assert builds[pdf_uri]["options"] == {"use_outline": True, "enrich": False}
-    assert builds[pdf_uri]["stages"].keys() == {"parse", "structure", "layout_graph"}
+    options, stages = builds[pdf_uri]["options"], builds[pdf_uri]["stages"]
+    assert (options["use_outline"], options["enrich"]) == (True, False)
+    assert {"parse", "structure", "layout_graph"} <= stages.keys() and "enrich" not in stages
 
     again = run_index(inputs, out, _config())
     assert (again.ok, again.skipped, again.rebuilt) == (0, 1 + N_PASSAGES, 0)
@@ -98,3 +99,11 @@ def test_another_build_reindexes_the_documents_it_changes(
     assert code == 2
     assert not (report / "metrics.json").exists()
     assert _builds(out)[pdf_uri]["options"]["enrich"] is False  # nothing was re-indexed
+
+    # Told to, it evaluates the stale index as it is, and its summary says so.
+    code = evaluate.main([*argv, "--out", str(report), "--method", "bm25", "--stale", "allow"])
+    assert code == 0
+    summary = (report / "summary.md").read_text()
+    assert "**Stale index** (--stale allow): 7 document(s)" in summary
+    assert "- bm25: each passage's title and text (words)" in summary
+    assert summary.count("no build recorded") == 0 and "enrich=False, use_outline=False" in summary
