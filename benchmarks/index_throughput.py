@@ -20,7 +20,9 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
 * ``(b) pymupdf4llm``: ``pymupdf4llm.to_markdown(pdf)`` in a spawn ``multiprocessing.Pool(2)``,
   one PDF per task, in the mode a user gets by default (2.x: ``layout``, the ONNX layout model,
-  when pymupdf-layout is installed). Each worker converts the warm-up PDF before timing starts
+  when pymupdf-layout is installed), OCR off (``use_ocr=False``: bookindex here runs no OCR
+  either; with an OCR engine installed pymupdf4llm would OCR image regions, and its RapidOCR
+  path raised a TypeError on one of these PDFs). Each worker converts the warm-up PDF before timing starts
   (model loading excluded). Because it is slow, it runs on a deterministic sample: the first
   pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
   PDFs of their own (``Document.select``).
@@ -186,7 +188,7 @@ def _p4llm_init(warmup: str, ready: mp.queues.Queue) -> None:
 
     pymupdf.set_messages(stream=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
-        pymupdf4llm.to_markdown(warmup)
+        pymupdf4llm.to_markdown(warmup, use_ocr=False)
     mode = "layout" if getattr(pymupdf4llm, "_use_layout", False) else "legacy"
     ready.put(f"pymupdf4llm {pymupdf4llm.__version__}, default mode '{mode}'")
 
@@ -196,7 +198,7 @@ def _p4llm_convert(path: str) -> int:
     import pymupdf4llm
 
     with contextlib.redirect_stdout(sys.stderr):
-        pymupdf4llm.to_markdown(path)
+        pymupdf4llm.to_markdown(path, use_ocr=False)
     with pymupdf.open(path) as doc:
         return doc.page_count
 
