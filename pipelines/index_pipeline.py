@@ -63,6 +63,7 @@ class Summary:
 
     def counts(self) -> dict:
         names = ("ok", "failed", "skipped", "needs_ocr", "pages", "nodes", "entities")
+        names += ("rebuilt", "stale_kept")  # documents another build made (provenance.py)
         return dict({n: getattr(self, n) for n in names}, seconds=round(self.seconds, 3))
 
     def line(self) -> str:
