@@ -25,7 +25,10 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   path raised a TypeError on one of these PDFs). Each worker converts the warm-up PDF before timing starts
   (model loading excluded). Because it is slow, it runs on a deterministic sample: the first
   pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
-  PDFs of their own (``Document.select``).
+  PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
+  while they fit the budget. A document's first pages cost bookindex more per page than its
+  rest (opening, metadata, outline and body-style analysis are per document), so the
+  first-pages sample is the one less favourable to it.
 * ``(a_s)`` and ``(a'_s)``: (a) and (a') on exactly that sample, in the same run. The printed
   ratios divide rates over the same pages: (a_s) / (b) (both 2 workers) and (a'_s) / (b); (a)
   is the job's rate on the whole corpus, not compared with (b). On a sample of a few hundred
@@ -106,6 +109,19 @@ def baseline_pages(counts: list[int], budget: int) -> list[int]:
     for rank, i in enumerate(order):
         take[i] = min(counts[i], left // (len(order) - rank))
         left -= take[i]
+    return take
+
+
+def whole_pdfs(counts: list[int], budget: int) -> list[int]:
+    """Pages per PDF for a sample of whole PDFs: each in order, taken whole while it fits the
+    budget left (the smallest one when none fits)."""
+    take, left = [0] * len(counts), budget
+    for i, n in enumerate(counts):
+        if n <= left:
+            take[i], left = n, left - n
+    if not any(take):
+        smallest = min(range(len(counts)), key=lambda i: (counts[i], i))
+        take[smallest] = counts[smallest]
     return take
 
 
@@ -239,6 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline-pages", type=int, default=300, help="pages of the sample (b) and (a_s) index"
     )
     ap.add_argument("--skip-baseline", action="store_true", help="do not run (b)")
+    ap.add_argument(
+        "--sample",
+        choices=("first-pages", "whole-pdfs"),
+        default="first-pages",
+        help="the sample: the first pages of every PDF, or whole PDFs in order while they fit",
+    )
+    ap.add_argument("--sample-only", action="store_true", help="skip (a) and (a') (whole corpus)")
     ap.add_argument("--enrich", action="store_true", help="(a) includes the entity graph stage")
     args = ap.parse_args(argv)
     corpora = [c.strip() for c in args.corpus.split(",") if c.strip()]
@@ -254,13 +277,14 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         warmup = tmp / "warmup.pdf"
         make_warmup_pdf(warmup)
-        runs = {"(a)": pdfs}
+        runs = {} if args.sample_only else {"(a)": pdfs}
         if not args.skip_baseline:
-            sample = sample_pdfs(pdfs, baseline_pages(counts, args.baseline_pages), tmp / "s")
+            pick = whole_pdfs if args.sample == "whole-pdfs" else baseline_pages
+            sample = sample_pdfs(pdfs, pick(counts, args.baseline_pages), tmp / "s")
             runs["(a_s)"] = sample
         indexed = run_bookindex(runs, warmup, tmp, enrich=args.enrich)
-        index_row = indexed["(a)"]
-        rows = [index_row, run_single_process(pdfs, warmup)]
+        index_row = indexed.get("(a)")
+        rows = [] if args.sample_only else [index_row, run_single_process(pdfs, warmup)]
         if not args.skip_baseline:
             rows += [indexed["(a_s)"], run_single_process(sample, warmup, "(a'_s)")]
             base_row, mode = run_baseline(sample, warmup)
@@ -270,12 +294,14 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows)
     print("(a') is a reference only: the same stages in one process, no Ray, no Lance write.")
     if not args.skip_baseline:
-        print(f"(a_s), (a'_s), (b): the same sample, the first pages of each PDF: {base_row.pages}")
+        what = "whole PDFs" if args.sample == "whole-pdfs" else "the first pages of each PDF"
+        print(f"(a_s), (a'_s), (b): the same sample, {what}: {base_row.pages}")
         print(f"    of {sum(counts)} pages (--baseline-pages {args.baseline_pages}); (b) {mode}")
-        for row in rows[2:4]:
+        for row in rows[-3:-1]:
             ratio = row.rate / base_row.rate if base_row.rate > 0 else float("inf")
             print(f"ratio {row.method.split()[0]}/(b), same pages, same run: {ratio:.1f}x")
-    print(f"target: >= 100 pages/s for (a)  -> (a) = {index_row.rate:.1f} pages/s")
+    if index_row:
+        print(f"target: >= 100 pages/s for (a)  -> (a) = {index_row.rate:.1f} pages/s")
     return 0
 
 
