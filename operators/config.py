@@ -223,7 +223,23 @@ class ServeConfig(Section):
     )
     max_batch: int = Field(64, ge=1, description="requests one engine call answers together")
     max_queries: int = Field(256, ge=1, description="queries in one /retrieve request")
-    max_query_chars: int = Field(2000, ge=1, description="longest /retrieve query")
+    max_query_chars: int = Field(2000, ge=1, description="longest /retrieve query or doc name")
+    auth: Literal["token", "off"] = Field(
+        "token",
+        description="token: every endpoint but /health needs 'Authorization: Bearer <token>' "
+        "(token from serve.token_file or $BOOKINDEX_SERVE_TOKEN); off: only clients on this "
+        "machine are answered",
+    )
+    token_file: str = Field(
+        "", description="file whose first line is the bearer token; empty: $BOOKINDEX_SERVE_TOKEN"
+    )
+    max_body_bytes: int = Field(4 * 2**20, ge=1024, description="largest request body (413)")
+    reload_min_interval_s: float = Field(
+        30.0, ge=0, description="POST /admin/reload closer than this to the last one: 429"
+    )
+    health_cache_s: float = Field(
+        5.0, ge=0, description="/health probes the engines at most this often"
+    )
 
 
 class BookindexConfig(Section):

@@ -9,8 +9,17 @@ concurrent ``/retrieve`` requests into one step (``@serve.batch``).
                    → the answer (extractive offline), evidence with doc, page, sec_id,
                      para_idx, text and score, the plan or tool trace, timings
                      (an unknown doc is a 404, a malformed body 422)
-    GET  /health
-    POST /admin/reload   reopen the index when its ``documents`` table changed
+    GET  /health         each component (index, engine, query engine, last reload); 503
+                         unless all are ok
+    POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited)
+
+Every endpoint but /health needs ``Authorization: Bearer <token>`` (``serve.auth``, token from
+``serve.token_file`` or ``$BOOKINDEX_SERVE_TOKEN``); bodies over ``serve.max_body_bytes`` are
+refused; error bodies name the field and the problem, never the input
+(``pipelines.serve_guard``). Every string the schema accepts is valid UTF-8 (no lone
+surrogates) and ``k`` an integer (NaN and Infinity are refused).
+In a ``@serve.batch`` a query that fails is retried alone, so it fails by itself (its own 500)
+and the others in the batch are answered.
 
 The methods are those of ``operators.query.registry``; the limits (k, question and query length,
 queries per request, batch size) and defaults come from the configuration's query and serve
@@ -45,6 +54,13 @@ from ray.serve.handle import DeploymentHandle
 
 from operators.config import SECTIONS, BookindexConfig, load_config
 from operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
+from pipelines.serve_guard import (
+    GuardSettings,
+    RequestGuard,
+    error_response,
+    guard_settings,
+    install_error_handlers,
+)
 
 # The limits requests are checked against: the defaults here, the application's configuration
 # in every ingress replica (``Ingress.__init__``).
@@ -55,8 +71,14 @@ DEFAULT_MAX_BATCH = BookindexConfig().serve.max_batch
 api = FastAPI(
     title="bookindex",
     description="Question answering over a bookindex index: the BookRAG agent, DeepRead, "
-    "ZoomRAG and LAD-RAG (/query); ZoomRAG walks, BM25 and dense retrieval (/retrieve).",
+    "ZoomRAG and LAD-RAG (/query); ZoomRAG walks, BM25 and dense retrieval (/retrieve). "
+    "Every endpoint but /health needs 'Authorization: Bearer <token>'.",
 )
+# The token and body limit of this ingress replica (``Ingress.__init__``); until it is set, the
+# guard refuses every request.
+_guard: GuardSettings | None = None
+api.add_middleware(RequestGuard, settings=lambda: _guard)
+install_error_handlers(api)
 
 
 class RetrieveRequest(BaseModel):
@@ -118,6 +140,11 @@ class QueryRequest(BaseModel):
     def _question(cls, value: str) -> str:
         return _check_query(value, _limits.query.max_question_chars, "the question")
 
+    @field_validator("doc")
+    @classmethod
+    def _doc(cls, value: str | None) -> str | None:
+        return None if value is None else _check_query(value, what="doc")
+
     @field_validator("k")
     @classmethod
     def _k(cls, value: int) -> int:
@@ -131,6 +158,10 @@ def _check_query(value: str, limit: int | None = None, what: str = "a query") ->
         raise ValueError(f"{what} must not be empty")
     if len(value) > limit:
         raise ValueError(f"{what} must be at most {limit} characters")
+    try:  # JSON's "\ud800" escape parses to a lone surrogate, which pydantic lets through
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid UTF-8 text (it holds a lone surrogate)") from None
     return value
 
 
@@ -193,7 +224,11 @@ class RetrievalEngine:
         self.batches = 0
         self.max_batch = 0
         self.reloads = 0
+        self.reload_failure: dict | None = None  # the last reload's error until one succeeds
+        self.failed_requests = 0
         self._reload_lock = threading.Lock()
+        self._last_asked_reload = float("-inf")
+        self._probes: tuple[float, dict] | None = None
         if reload_interval_s > 0:
             threading.Thread(target=self._watch, args=(reload_interval_s,), daemon=True).start()
 
@@ -206,11 +241,26 @@ class RetrievalEngine:
 
     async def reload(self, force: bool = False) -> dict:
         """Reopen the index if ``documents`` changed (or ``force``); requests keep being
-        answered from the open index meanwhile."""
-        return await asyncio.to_thread(self._reload, force)
+        answered from the open index meanwhile. Refused (``retry_after_s``) while a reload runs
+        or within ``serve.reload_min_interval_s`` of the last asked one."""
+        now = time.monotonic()
+        wait = self._last_asked_reload + self.config.serve.reload_min_interval_s - now
+        if wait > 0:
+            return {"refused": "reloads are rate-limited", "retry_after_s": round(wait, 1)}
+        if not self._reload_lock.acquire(blocking=False):
+            return {"refused": "a reload is running", "retry_after_s": 1.0}
+        self._last_asked_reload = now
+        try:
+            return await asyncio.to_thread(self._reload_held, force)
+        finally:
+            self._reload_lock.release()
 
     def _reload(self, force: bool = False) -> dict:
         with self._reload_lock:
+            return self._reload_held(force)
+
+    def _reload_held(self, force: bool) -> dict:
+        try:
             version = _index_version(self.index_dir)
             reloaded = force or version != self.version
             if reloaded:
@@ -218,32 +268,43 @@ class RetrievalEngine:
                 self.engine = self._open()  # one assignment: a request sees old or new
                 self.version, self.reloads = version, self.reloads + 1
                 self.load_s = time.perf_counter() - started
-            return {
-                "reloaded": reloaded,
-                "index_version": self.version,
-                "documents": len(self.engine.model.documents),
-                "load_s": round(self.load_s, 2),
-            }
+        except Exception as exc:  # keep serving the open index; /health says so
+            self.reload_failure = {"error": _problem(exc), "at": time.time()}
+            self._probes = None
+            logging.getLogger("ray.serve").exception("index reload failed")
+            return {"reloaded": False, "error": self.reload_failure["error"]}
+        self.reload_failure = None
+        self._probes = None
+        return {
+            "reloaded": reloaded,
+            "index_version": self.version,
+            "documents": len(self.engine.model.documents),
+            "load_s": round(self.load_s, 2),
+        }
 
     def _watch(self, interval_s: float) -> None:
         while True:
             time.sleep(interval_s)
-            try:
-                self._reload()
-            except Exception:  # keep serving the open index; try again next time
-                logging.getLogger("ray.serve").exception("index reload failed")
+            self._reload()  # a failure is recorded in reload_failure and logged
 
     async def query(self, request: dict) -> dict:
         """One question through the query API (the agents run one question at a time; requests
-        run side by side in threads, each on the engine that was open when it started)."""
+        run side by side in threads, each on the engine that was open when it started). A
+        failure is this request's own: a result with ``failed`` set."""
         engine = self.engine
-        return await asyncio.to_thread(
-            engine.answer, request["question"], request["method"], request["doc"], request["k"]
-        )
+        try:
+            return await asyncio.to_thread(
+                engine.answer, request["question"], request["method"], request["doc"], request["k"]
+            )
+        except Exception as exc:
+            self.failed_requests += 1
+            logging.getLogger("ray.serve").exception("query failed")
+            return {"failed": _problem(exc)}
 
     @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=0.005)
     async def retrieve(self, items: list[tuple[str, str, int]]) -> list[dict]:
-        """Items (query, method, k) → results; one retrieval call per method in the batch."""
+        """Items (query, method, k) → results; one retrieval call per method in the batch.
+        An item that fails gets ``{"failed": ...}``; the others their results."""
         self.batches += 1
         self.max_batch = max(self.max_batch, len(items))
         return await asyncio.to_thread(self._run, items)
@@ -253,24 +314,76 @@ class RetrievalEngine:
         out: list[dict | None] = [None] * len(items)
         for method in sorted({m for _, m, _ in items}):
             picked = [i for i, (_, m, _) in enumerate(items) if m == method]
-            k = max(items[i][2] for i in picked)
-            started = time.perf_counter()
-            hits = retrieval.retrieve([items[i][0] for i in picked], method, k)
-            seconds = time.perf_counter() - started
-            for i, found in zip(picked, hits, strict=True):
-                out[i] = {
-                    "query": items[i][0],
-                    "documents": [asdict(h) for h in found[: items[i][2]]],
-                    "batch_size": len(picked),
-                    "seconds": round(seconds, 4),
-                }
+            for i, result in zip(picked, self._run_group(retrieval, items, picked), strict=True):
+                out[i] = result
         return out  # type: ignore[return-value]
 
-    def health(self) -> dict:
+    def _run_group(self, retrieval, items: list[tuple[str, str, int]], picked: list[int]):
+        """One method's items in one call; when that call fails, each item alone, so that a
+        poisonous query fails by itself and its neighbours are answered."""
+        method = items[picked[0]][1]
+        try:
+            return self._retrieve(retrieval, items, picked, method)
+        except Exception as exc:
+            if len(picked) == 1:
+                return [self._failed(exc, 1)]
+        results = []
+        for i in picked:
+            try:
+                results.extend(self._retrieve(retrieval, items, [i], method))
+            except Exception as exc:
+                results.append(self._failed(exc, len(picked)))
+        return results
+
+    def _retrieve(self, retrieval, items, picked: list[int], method: str) -> list[dict]:
+        k = max(items[i][2] for i in picked)
+        started = time.perf_counter()
+        hits = retrieval.retrieve([items[i][0] for i in picked], method, k)
+        seconds = time.perf_counter() - started
+        return [
+            {
+                "query": items[i][0],
+                "documents": [asdict(h) for h in found[: items[i][2]]],
+                "batch_size": len(picked),
+                "seconds": round(seconds, 4),
+            }
+            for i, found in zip(picked, hits, strict=True)
+        ]
+
+    def _failed(self, exc: BaseException, batch_size: int) -> dict:
+        """A failed item: the problem (for the log) and the size of the batch it failed in."""
+        self.failed_requests += 1
+        logging.getLogger("ray.serve").error("retrieval failed: %s", _problem(exc))
+        return {"failed": _problem(exc), "batch_size": batch_size}
+
+    async def health(self) -> dict:
+        """Each component's state: the index (open and committed versions), the retrieval
+        engine and the query engine (each answers a probe question, at most every
+        ``serve.health_cache_s``), the last reload; ``status`` is "ok" only when all are."""
         engine = self.engine
+        now = time.monotonic()
+        if self._probes is None or now - self._probes[0] > self.config.serve.health_cache_s:
+            self._probes = (now, await asyncio.to_thread(_probe, engine))
+        components = dict(self._probes[1])
+        try:
+            on_disk = _index_version(self.index_dir)
+            index = {"status": "ok", "version": self.version, "committed_version": on_disk}
+            if on_disk != self.version:
+                index["note"] = "a newer commit is not loaded yet (POST /admin/reload)"
+        except Exception as exc:
+            index = {"status": "failing", "version": self.version, "error": _problem(exc)}
+        index["documents"] = len(engine.model.documents)
+        components["index"] = index
+        components["reload"] = (
+            {"status": "ok", "reloads": self.reloads}
+            if self.reload_failure is None
+            else {"status": "failing", "reloads": self.reloads, **self.reload_failure}
+        )
+        ok = all(c["status"] == "ok" for c in components.values())
         view = engine.zoom.view
         return {
-            "status": "ok",
+            "status": "ok" if ok else "failing",
+            "components": components,
             "index": self.index_dir,
             "documents": view.n_docs,
             "entities": len(view.entity_ids),
@@ -279,9 +392,43 @@ class RetrievalEngine:
             "load_s": round(self.load_s, 2),
             "batches": self.batches,
             "max_batch": self.max_batch,
+            "failed_requests": self.failed_requests,
             "index_version": self.version,
             "reloads": self.reloads,
         }
+
+
+PROBE = "health check"
+
+
+def _probe(engine) -> dict:
+    """The retrieval engine (a BM25 and a dense query) and the query engine (a dense answer with
+    its evidence read from the index) each answering one probe question."""
+    out = {}
+    try:
+        for method in ("bm25", "dense"):
+            engine.retrieval.retrieve([PROBE], method, 1)
+        out["engine"] = {"status": "ok", "device": engine.walk.device}
+    except Exception as exc:
+        out["engine"] = {"status": "failing", "error": _problem(exc)}
+    try:
+        result = engine.answer(PROBE, "dense", None, 1)
+        failing = result["error"] and not result["error"].startswith("nothing in the index")
+        out["query_engine"] = (
+            {"status": "failing", "error": result["error"][:200]}
+            if failing
+            else {"status": "ok", "backend": engine.config.models.backend}
+        )
+    except Exception as exc:
+        out["query_engine"] = {"status": "failing", "error": _problem(exc)}
+    return out
+
+
+def _problem(exc: BaseException) -> str:
+    """An exception as a short line without the input it may hold: its type, and its message
+    cut to 160 characters and made encodable."""
+    text = str(exc)[:160].encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _index_version(index_dir: str) -> int:
@@ -294,17 +441,22 @@ def _index_version(index_dir: str) -> int:
 @serve.ingress(api)
 class Ingress:
     def __init__(self, engine: DeploymentHandle, config: dict | None = None) -> None:
-        global _limits
+        global _limits, _guard
         _limits = load_config(overrides=config or {})  # the request limits of this replica
+        _guard = guard_settings(_limits.serve)  # no token with auth=token: the replica fails
         self.engine = engine
 
     @api.post("/retrieve")
-    async def retrieve(self, request: RetrieveRequest) -> dict:
+    async def retrieve(self, request: RetrieveRequest):
         started = time.perf_counter()
         queries = request.all_queries()
         results = await asyncio.gather(
             *[self.engine.retrieve.remote((q, request.method, request.k)) for q in queries]
         )
+        failed = [i for i, r in enumerate(results) if "failed" in r]
+        if failed:
+            field = "query" if request.query is not None else f"queries.{failed[0]}"
+            return error_response(500, field, "retrieval failed on this query (see server log)")
         return {
             "method": request.method,
             "k": request.k,
@@ -315,18 +467,34 @@ class Ingress:
     @api.post("/query")
     async def query(self, request: QueryRequest):
         result = await self.engine.query.remote(request.model_dump())
+        if "failed" in result:
+            return error_response(500, "question", "answering failed (see server log)")
         if result["error"] and result["error"].startswith("no document"):
-            return JSONResponse(status_code=404, content=result)
+            return error_response(404, "doc", "no document with this file name or doc_id")
         return result
 
     @api.get("/health")
-    async def health(self) -> dict:
-        return await self.engine.health.remote()
+    async def health(self):
+        """Each component's state; 503 unless every one is ok (also when the engine does not
+        answer within 30 s)."""
+        try:
+            report = await asyncio.wait_for(self.engine.health.remote(), timeout=30)
+        except Exception as exc:
+            engine = {"status": "failing", "error": f"no answer: {type(exc).__name__}"}
+            report = {"status": "failing", "components": {"engine": engine}}
+        return JSONResponse(status_code=200 if report["status"] == "ok" else 503, content=report)
 
     @api.post("/admin/reload")
-    async def reload(self, force: bool = False) -> dict:
-        """Reopen the index after an index job (see the module docstring)."""
-        return await self.engine.reload.remote(force)
+    async def reload(self, force: bool = False):
+        """Reopen the index after an index job (see the module docstring); 429 while one runs
+        or within serve.reload_min_interval_s of the last, 503 when it failed."""
+        result = await self.engine.reload.remote(force)
+        if "refused" in result:
+            headers = {"Retry-After": str(max(1, round(result["retry_after_s"])))}
+            return JSONResponse(status_code=429, content=result, headers=headers)
+        if "error" in result:
+            return JSONResponse(status_code=503, content=result)
+        return result
 
 
 def build_app(args: dict) -> serve.Application:

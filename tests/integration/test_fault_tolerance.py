@@ -290,11 +290,15 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
     shutil.copytree(base_index, index)
     # Replicas reserve no CPU here, so the update's Ray Data stages get the session's 2 CPUs.
     no_cpu = {"ray_actor_options": {"num_cpus": 0}}
-    engine = RetrievalEngine.options(**no_cpu).bind(str(index), "cpu")
+    unlimited = {"serve": {"reload_min_interval_s": 0}}  # two reloads in a row below
+    engine = RetrievalEngine.options(**no_cpu).bind(str(index), "cpu", 0, unlimited)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
-        serve.run(Ingress.options(**no_cpu).bind(engine), name="reload", route_prefix="/")
+        on_loopback = {"serve": {"auth": "off"}}  # 127.0.0.1 clients only, no token
+        serve.run(
+            Ingress.options(**no_cpu).bind(engine, on_loopback), name="reload", route_prefix="/"
+        )
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
         ingress_pid = _replica_pid("Ingress")
         new = new_passages[3]

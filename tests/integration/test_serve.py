@@ -4,6 +4,7 @@ clear 4xx answers to malformed requests while the server keeps serving."""
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,10 +37,14 @@ def server(ray_session, shared_data, tmp_path_factory):
     (root / "corpus.jsonl").write_text("\n".join(dict.fromkeys(picked)) + "\n")
     index = root / "index"
     run_index([str(root / "corpus.jsonl")], index)
+    token = secrets.token_urlsafe(24)
+    (root / "token").write_text(token, encoding="utf-8")
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"index": str(index)}), name="bookindex", route_prefix="/")
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+    app = build_app({"index": str(index), "serve": {"token_file": str(root / "token")}})
+    serve.run(app, name="bookindex", route_prefix="/")
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120, headers=auth) as client:
         yield client, questions
     serve.shutdown()
 
