@@ -1,5 +1,7 @@
 # Two entry points: `make demo` and `make test`. Both create the virtualenv when missing.
 # The virtualenv holds the dependencies only: the code runs from this directory (pyproject.toml).
+# It is installed from requirements.lock with --require-hashes: every file of the tree is checked
+# against the sha256 pinned there (pip refuses anything unpinned or with another hash).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,9 +15,9 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip uninstall -q -y bookindex 2>/dev/null || true
-	$(BIN)/python -m pip install -q -c requirements.lock ".[dev]"
+	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 demo: $(STAMP)

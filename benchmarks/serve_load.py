@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         port = s.getsockname()[1]
     ray.init(include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"index": args.index}), name="bookindex", route_prefix="/")
+    app = build_app({"index": args.index, "serve": {"auth": "off"}})  # 127.0.0.1 clients only
+    serve.run(app, name="bookindex", route_prefix="/")
     url = f"http://127.0.0.1:{port}"
     asyncio.run(load(url, args.method, 20, 4, args.k))  # warm-up
     before = serve_memory_mb()

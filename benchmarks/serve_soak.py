@@ -3,16 +3,20 @@
     python -m benchmarks.serve_soak --index DIR [--requests 10000] [--concurrency 64]
         [--malformed 0.05] [--methods dense,bm25,zoom] [--max-growth-mb 100] [--json OUT]
 
-Starts a local Ray + Serve with the application of pipelines/serve_app.py, warms it up, then
+Starts a local Ray + Serve with the application of pipelines/serve_app.py (its bearer token
+set in ``BOOKINDEX_SERVE_TOKEN`` before Ray starts, so the replicas read it), warms it up, then
 sends a fixed, seeded mix: ``--requests`` requests of which a ``--malformed`` share are broken
 in one of the ways listed in ``MALFORMED`` (bad JSON, bad fields, wrong types, wrong method or
-path, oversized input), at ``--concurrency`` concurrent connections. Reports the count of each
-status class, latency p50/p99 (valid and malformed requests apart), and the resident memory of
-the Serve processes (replicas, proxy, controller) after the warm-up and at the end.
+path, oversized input, lone surrogates, NaN/Infinity, a body over the limit, a 100k-character
+field name, no or a wrong token), at ``--concurrency`` concurrent connections. Valid requests
+carry the token. Reports the count of each status class, latency p50/p99 (valid and malformed
+requests apart), the largest error body, and the resident memory of the Serve processes
+(replicas, proxy, controller) after the warm-up and at the end.
 
 Checks (exit status 1 when one fails): no 5xx at all; every malformed request answered 4xx;
-every valid request answered 200; Serve memory grown by at most ``--max-growth-mb`` MiB over
-the warmed-up figure.
+every valid request answered 200 (none failed by a poisonous neighbour in its batch); no error
+body over 4 KiB (no echo); Serve memory grown by at most ``--max-growth-mb`` MiB over the
+warmed-up figure.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
+import secrets
 import socket
 import sys
 import time
@@ -60,6 +66,7 @@ class Call:
     path: str
     body: bytes | None
     content_type: str = "application/json"
+    token: str = "valid"  # "valid", "none" or "wrong"
 
 
 def _json(value: object) -> bytes:
@@ -87,19 +94,49 @@ MALFORMED: dict[str, tuple[str, str, bytes | None, str]] = {
     "text_plain": ("POST", "/retrieve", _json({"query": "q"}), "text/plain"),
     "get_retrieve": ("GET", "/retrieve", None, "application/json"),
     "unknown_path": ("POST", "/nowhere", _json({"query": "q"}), "application/json"),
+    # issue 19: each of these gave a 500 (and failed its batch neighbours) or a full echo
+    "surrogate_dense": (
+        "POST",
+        "/retrieve",
+        b'{"query": "film \\ud800 directors", "method": "dense"}',
+        "application/json",
+    ),
+    "surrogate_question": ("POST", "/query", b'{"question": "a \\ud800 b"}', "application/json"),
+    "surrogate_doc": (
+        "POST",
+        "/query",
+        b'{"question": "q", "doc": "\\udfff.pdf"}',
+        "application/json",
+    ),
+    "k_nan": ("POST", "/retrieve", b'{"query": "q", "k": NaN}', "application/json"),
+    "k_infinity": ("POST", "/retrieve", b'{"query": "q", "k": Infinity}', "application/json"),
+    "body_5mb": ("POST", "/retrieve", _json({"query": "x" * 5 * 2**20}), "application/json"),
+    "long_field_name": (
+        "POST",
+        "/retrieve",
+        _json({"query": "q", "f" * 100_000: 1}),
+        "application/json",
+    ),
+    "deep_nesting": ("POST", "/retrieve", b"[" * 100_000, "application/json"),
 }
+# Valid bodies without the right token: 401.
+NO_TOKEN = {"no_token": "none", "wrong_token": "wrong"}
 
 
 def plan(n: int, malformed: float, methods: list[str], k: int, seed: int) -> list[Call]:
     """The request mix, the same for the same arguments."""
     rng = random.Random(seed)
     bad = set(rng.sample(range(n), round(n * malformed)))
-    names = sorted(MALFORMED)
+    names = sorted(MALFORMED) + sorted(NO_TOKEN)
     calls = []
     for i in range(n):
         if i in bad:
             name = names[rng.randrange(len(names))]
-            calls.append(Call(name, *MALFORMED[name]))
+            if name in NO_TOKEN:
+                body = _json({"query": QUESTIONS[0].format(i), "k": k, "method": methods[0]})
+                calls.append(Call(name, "POST", "/retrieve", body, token=NO_TOKEN[name]))
+            else:
+                calls.append(Call(name, *MALFORMED[name]))
             continue
         question = QUESTIONS[i % len(QUESTIONS)].format(f"{TOPICS[i % len(TOPICS)]} {i}")
         body = {"query": question, "k": k, "method": methods[i % len(methods)]}
@@ -107,37 +144,43 @@ def plan(n: int, malformed: float, methods: list[str], k: int, seed: int) -> lis
     return calls
 
 
-async def send(url: str, calls: list[Call], concurrency: int) -> list[tuple[str, int, float]]:
-    """(kind, status, seconds) per call; a transport failure counts as status 0."""
+async def send(
+    url: str, calls: list[Call], concurrency: int, token: str
+) -> list[tuple[str, int, float, int]]:
+    """(kind, status, seconds, body bytes) per call; a transport failure counts as status 0."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    results: list[tuple[str, int, float]] = []
+    results: list[tuple[str, int, float, int]] = []
+    tokens = {"valid": token, "wrong": secrets.token_urlsafe(24)}
     queue = list(reversed(calls))
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
 
         async def worker() -> None:
             while queue:
                 call = queue.pop()
+                headers = {"Content-Type": call.content_type}
+                if call.token in tokens:
+                    headers["Authorization"] = f"Bearer {tokens[call.token]}"
                 started = time.perf_counter()
                 try:
                     reply = await client.request(
-                        call.http_method,
-                        call.path,
-                        content=call.body,
-                        headers={"Content-Type": call.content_type},
+                        call.http_method, call.path, content=call.body, headers=headers
                     )
-                    status = reply.status_code
+                    status, size = reply.status_code, len(reply.content)
                 except httpx.HTTPError:
-                    status = 0
-                results.append((call.kind, status, time.perf_counter() - started))
+                    status, size = 0, 0
+                results.append((call.kind, status, time.perf_counter() - started, size))
 
         await asyncio.gather(*[worker() for _ in range(concurrency)])
     return results
 
 
-def report(results: list[tuple[str, int, float]], seconds: float) -> dict:
-    classes = Counter(f"{s // 100}xx" if s else "failed" for _, s, _ in results)
-    valid = [(s, t) for kind, s, t in results if kind == "valid"]
-    bad = [(kind, s, t) for kind, s, t in results if kind != "valid"]
+def report(results: list[tuple[str, int, float, int]], seconds: float) -> dict:
+    classes = Counter(f"{s // 100}xx" if s else "failed" for _, s, _, _ in results)
+    valid = [(s, t) for kind, s, t, _ in results if kind == "valid"]
+    bad = [(kind, s, t) for kind, s, t, _ in results if kind != "valid"]
+    by_kind: dict[str, Counter] = {}
+    for kind, s, _ in bad:
+        by_kind.setdefault(kind, Counter())[s] += 1
 
     def pct(values: list[float], q: float) -> float:
         return round(float(np.percentile(np.asarray(values) * 1000, q)), 1) if values else 0.0
@@ -152,7 +195,12 @@ def report(results: list[tuple[str, int, float]], seconds: float) -> dict:
         "malformed": len(bad),
         "malformed_not_4xx": sorted({k for k, s, _ in bad if not 400 <= s < 500}),
         "malformed_statuses": dict(sorted(Counter(s for _, s, _ in bad).items())),
-        "server_errors_5xx": sum(500 <= s < 600 for _, s, _ in results),
+        "malformed_statuses_by_kind": {
+            k: dict(sorted(c.items())) for k, c in sorted(by_kind.items())
+        },
+        "server_errors_5xx": sum(500 <= s < 600 for _, s, _, _ in results),
+        "valid_5xx": sum(500 <= s < 600 for s, _ in valid),
+        "largest_error_body_bytes": max((n for _, s, _, n in results if s >= 400), default=0),
         "valid_p50_ms": pct([t for _, t in valid], 50),
         "valid_p99_ms": pct([t for _, t in valid], 99),
         "malformed_p50_ms": pct([t for _, _, t in bad], 50),
@@ -183,18 +231,20 @@ def main(argv: list[str] | None = None) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    token = secrets.token_urlsafe(32)
+    os.environ["BOOKINDEX_SERVE_TOKEN"] = token  # before Ray starts: the replicas inherit it
     ray.init(address="local", include_dashboard=False, log_to_driver=False)  # never a cluster
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app({"index": args.index}), name="bookindex", route_prefix="/")
     url = f"http://127.0.0.1:{port}"
     try:
         warm = plan(args.warmup, 0.0, methods, args.k, seed=args.seed + 1)
-        asyncio.run(send(url, warm, min(args.concurrency, 16)))
+        asyncio.run(send(url, warm, min(args.concurrency, 16), token))
         gc.collect()
         before = serve_memory()
         calls = plan(args.requests, args.malformed, methods, args.k, args.seed)
         started = time.perf_counter()
-        results = asyncio.run(send(url, calls, args.concurrency))
+        results = asyncio.run(send(url, calls, args.concurrency, token))
         seconds = time.perf_counter() - started
         time.sleep(2)
         after = serve_memory()
@@ -216,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = {
         "no 5xx": out["server_errors_5xx"] == 0,
         "every malformed request got a 4xx": not out["malformed_not_4xx"],
-        "every valid request got 200": out["valid_not_200"] == 0,
+        "every valid request got 200 (none failed by a neighbour)": out["valid_not_200"] == 0,
+        "no error body over 4 KiB (no echo)": out["largest_error_body_bytes"] <= 4096,
         f"memory growth <= {args.max_growth_mb:g} MiB": out["serve_rss_growth_mb"]
         <= args.max_growth_mb,
     }
