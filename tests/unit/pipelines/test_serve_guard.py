@@ -115,3 +115,19 @@ def test_the_token_comes_from_a_file_or_the_environment(tmp_path):
         read_token("", env={TOKEN_ENV: "short"})
     with pytest.raises(TokenError, match="token_file"):
         read_token(str(tmp_path / "missing"), env={TOKEN_ENV: TOKEN})
+
+
+def test_jobs_serve_refuses_to_start_without_a_token_or_open_without_one(
+    tmp_path, monkeypatch, capsys
+):
+    from jobs.serve import main
+
+    (tmp_path / "documents.lance").mkdir()  # looks like an index: the checks come first
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert main(["--index", str(tmp_path)]) == 2
+    assert "holds no token" in capsys.readouterr().err
+    assert main(["--index", str(tmp_path), "--host", "0.0.0.0", "--no-auth"]) == 2
+    assert "only on a loopback host" in capsys.readouterr().err
+    monkeypatch.setenv(TOKEN_ENV, "short")
+    assert main(["--index", str(tmp_path)]) == 2
+    assert "shorter than 16" in capsys.readouterr().err
