@@ -111,20 +111,28 @@ def parse_range(row: dict) -> dict:
 
 
 def assemble_group(
-    batch: pa.Table, use_outline: bool, backend: ModelBackend | None = None
+    batch: pa.Table,
+    use_outline: bool,
+    backend: ModelBackend | None = None,
+    section_filter: str = "learned",
 ) -> pa.Table:
     """All page ranges of one document → one row: document facts and its nodes as JSON."""
     rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
     blocks = [Block(**b) for r in rows for b in from_json(r["blocks"])]
     errors = [e for r in rows for e in from_json(r["page_errors"])]
     parse_s, parse_mb = sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows)
-    doc = _assemble(rows[0], blocks, errors, (parse_s, parse_mb), use_outline, backend)
+    doc = _assemble(
+        rows[0], blocks, errors, (parse_s, parse_mb), use_outline, backend, section_filter
+    )
     doc["n_ranges"] = len(rows)
     return pa.Table.from_pylist([doc])
 
 
 def index_documents(
-    batch: pa.Table, use_outline: bool, backend: ModelBackend | None = None
+    batch: pa.Table,
+    use_outline: bool,
+    backend: ModelBackend | None = None,
+    section_filter: str = "learned",
 ) -> pa.Table:
     """Probed documents, each parsed whole and assembled in this task (no page ranges, no
     grouping): the path of every document that ``plan_tasks`` does not split. The output
@@ -134,7 +142,7 @@ def index_documents(
         started = time.perf_counter()
         blocks, errors = _parse(row)
         parsed = (time.perf_counter() - started, peak_memory_mb())
-        doc = _assemble(row, blocks, errors, parsed, use_outline, backend)
+        doc = _assemble(row, blocks, errors, parsed, use_outline, backend, section_filter)
         doc["n_ranges"] = 1
         docs.append(doc)
     return pa.Table.from_pylist(docs)
@@ -147,13 +155,14 @@ def _assemble(
     parsed: tuple[float, float],
     use_outline: bool,
     backend: ModelBackend | None,
+    section_filter: str = "learned",
 ) -> dict:
     """A probed document's blocks → its row: facts, nodes and layout graph as JSON, and the
     time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB)."""
     started = time.perf_counter()
     doc = document_row(first, page_errors)
     timings = {"probe": first["probe_s"], "parse": parsed[0]}
-    node_dicts = _assemble_tree(doc, first, blocks, use_outline, backend)
+    node_dicts = _assemble_tree(doc, first, blocks, use_outline, backend, section_filter)
     timings["assemble"] = time.perf_counter() - started
     memory = {"probe": first["probe_mb"], "parse": parsed[1]}
     memory["assemble"] = peak_memory_mb()
@@ -178,6 +187,7 @@ def _assemble_tree(
     blocks: list[Block],
     use_outline: bool,
     backend: ModelBackend | None,
+    section_filter: str = "learned",
 ) -> list[dict]:
     """The document's tree into ``doc`` (nodes, toc, facts); its nodes as dicts. A failure
     marks ``doc`` failed in stage "assemble"."""
@@ -185,7 +195,9 @@ def _assemble_tree(
         return []
     try:
         meta = from_json(first["meta"])
-        nodes, toc, facts = assemble_document(doc["doc_id"], meta, blocks, use_outline, backend)
+        nodes, toc, facts = assemble_document(
+            doc["doc_id"], meta, blocks, use_outline, backend, section_filter
+        )
         # vars, not asdict: a Node holds plain values and lists of them, and asdict's
         # recursive deep copy was a quarter of this stage's time
         node_dicts = [dict(vars(n)) for n in nodes]
@@ -208,13 +220,20 @@ class StructureStage(ModelStage):
     """``index_documents`` (``grouped``: ``assemble_group``) with the section filter's model
     loaded once per worker (a generative backend; BookRAG §4.2.2)."""
 
-    def __init__(self, models: dict, use_outline: bool, grouped: bool = False) -> None:
+    def __init__(
+        self,
+        models: dict,
+        use_outline: bool,
+        grouped: bool = False,
+        section_filter: str = "learned",
+    ) -> None:
         super().__init__(models)
         self.use_outline = use_outline
+        self.section_filter = section_filter
         self.fn = assemble_group if grouped else index_documents
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return self.fn(batch, self.use_outline, self.backend)
+        return self.fn(batch, self.use_outline, self.backend, self.section_filter)
 
 
 def structure_args(config: BookindexConfig, workers: int, grouped: bool) -> dict[str, Any]:
@@ -223,12 +242,19 @@ def structure_args(config: BookindexConfig, workers: int, grouped: bool) -> dict
     (``parse_workers`` of them, each with its GPU share)."""
     if not config.models.generative:
         fn = assemble_group if grouped else index_documents
-        return {"fn": fn, "fn_kwargs": {"use_outline": config.index.use_outline}}
+        return {
+            "fn": fn,
+            "fn_kwargs": {
+                "use_outline": config.index.use_outline,
+                "section_filter": config.index.section_filter,
+            },
+        }
     args = model_stage_args(
         config,
         workers,
         config.index.parse_workers,
         use_outline=config.index.use_outline,
         grouped=grouped,
+        section_filter=config.index.section_filter,
     )
     return {"fn": StructureStage, **args}

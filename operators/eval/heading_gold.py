@@ -77,7 +77,9 @@ log = logging.getLogger(__name__)
 
 Heading = tuple[int, str, int]
 
-CORPORA = ("hips", "docugami", "mmlongbench")
+CORPORA = ("hips", "hips_extra", "docugami", "mmlongbench")
+# Corpora whose gold is a human table of contents in GT_TOCs/<stem>.toc beside PDFs/<stem>.pdf.
+TOC_CORPORA = ("hips", "hips_extra")
 
 MIN_RATIO = 0.8
 PREFIX_MIN_SHARE = 0.6
@@ -256,21 +258,24 @@ def parse_toc_file(path: str | os.PathLike) -> list[Heading]:
     return out
 
 
-def hips_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    return _data_dir(data_dir) / "hips"
+def hips_dir(data_dir: str | os.PathLike | None = None, corpus: str = "hips") -> Path:
+    return _data_dir(data_dir) / corpus
 
 
-def hips_stems(data_dir: str | os.PathLike | None = None) -> list[str]:
-    """Stems of the HiPS books that have both a PDF and a gold TOC, sorted."""
-    d = hips_dir(data_dir)
+def hips_stems(data_dir: str | os.PathLike | None = None, corpus: str = "hips") -> list[str]:
+    """Stems of the HiPS books (``hips`` or ``hips_extra``) that have both a PDF and a gold
+    TOC, sorted."""
+    d = hips_dir(data_dir, corpus)
     return sorted(
         p.stem for p in (d / "PDFs").glob("*.pdf") if (d / "GT_TOCs" / f"{p.stem}.toc").exists()
     )
 
 
-def load_hips_gold(stem: str, data_dir: str | os.PathLike | None = None) -> list[Heading]:
+def load_hips_gold(
+    stem: str, data_dir: str | os.PathLike | None = None, corpus: str = "hips"
+) -> list[Heading]:
     """Gold heading list of one HiPS book, by file stem."""
-    return parse_toc_file(hips_dir(data_dir) / "GT_TOCs" / f"{stem}.toc")
+    return parse_toc_file(hips_dir(data_dir, corpus) / "GT_TOCs" / f"{stem}.toc")
 
 
 def outline_headings(pdf_path: str | os.PathLike) -> list[Heading]:
@@ -298,8 +303,9 @@ def outline_gold(
 def corpus_pdfs(name: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
     """All PDFs of a corpus, sorted (with or without gold)."""
     root = _data_dir(data_dir)
-    if name == "hips":
-        return [hips_dir(data_dir) / "PDFs" / f"{s}.pdf" for s in hips_stems(data_dir)]
+    if name in TOC_CORPORA:
+        d = hips_dir(data_dir, name)
+        return [d / "PDFs" / f"{s}.pdf" for s in hips_stems(data_dir, name)]
     if name == "docugami":
         return sorted((root / "docugami").glob("*/data/**/*.pdf"))
     if name == "mmlongbench":
@@ -320,8 +326,8 @@ def iter_corpus(
         return
     n = 0
     for pdf in corpus_pdfs(name, data_dir):
-        if name == "hips":
-            gold: list[Heading] | None = load_hips_gold(pdf.stem, data_dir)
+        if name in TOC_CORPORA:
+            gold: list[Heading] | None = load_hips_gold(pdf.stem, data_dir, name)
         else:
             gold = outline_gold(pdf)
         if not gold:

@@ -103,7 +103,8 @@ SECTION_PROMPT = (
     "is not a section heading: running headers and footers, page numbers, the document's own "
     "title and author lines, figure or table captions, table cells, emphasised sentences. "
     "Each candidate has its index, text (cut at 120 characters), font size in points, whether "
-    "it is bold, its page, and the level the layout analysis proposes (0: not a title). "
+    "it is bold, its page, and the level the layout analysis proposes (0: not a title); "
+    "when present, p_title is a learned classifier's probability that it is a heading. "
     "Headings decided earlier in the document are given for context: keep the levels "
     "consistent with them. Answer with JSON only: "
     '{"decisions": [{"index": <candidate index>, "level": <0..6>}, ...]}, one entry per '

@@ -15,6 +15,7 @@ from operators.models import is_generative
 from operators.parsing.parse import Block, document_metadata, parse_pages
 from operators.structure.blocks import classify_blocks
 from operators.structure.furniture import BodyStyle
+from operators.structure.learned_filter import section_filter as learned_or_rules
 from operators.structure.outline_filter import choose_filter
 from operators.structure.sections import (
     Heading,
@@ -32,14 +33,25 @@ if TYPE_CHECKING:
 BUILD_VERSION = 1
 
 
+SECTION_FILTERS = ("learned", "rules")
+
+
 def section_filter_for(
     outline: list[tuple[int, str, int]],
     use_outline: bool,
     backend: ModelBackend | None = None,
+    kind: str = "learned",
 ) -> SectionFilter:
-    """The layout or outline filter; wrapped by the LLM refiner (BookRAG §4.2.2) when
-    ``backend`` is a generative model. The caller owns the backend (loaded once per worker)."""
-    base = choose_filter(outline, use_outline)
+    """The learned filter (``kind="learned"``; the rules when its model file cannot load) or
+    the rule filters (layout, or outline when used); wrapped by the LLM refiner (BookRAG
+    §4.2.2) when ``backend`` is a generative model, which then reviews the learned filter's
+    least certain candidates first. The caller owns the backend (loaded once per worker)."""
+    if kind not in SECTION_FILTERS:
+        raise ValueError(f"unknown section filter {kind!r}; expected one of {SECTION_FILTERS}")
+    if kind == "learned":
+        base = learned_or_rules(outline, use_outline)
+    else:
+        base = choose_filter(outline, use_outline)
     if backend is None or not is_generative(backend):
         return base
     from operators.structure.llm_refiner import LLMSectionFilter
@@ -57,19 +69,22 @@ def structure_blocks(
     """Type the blocks in place and decide the headings. Blocks must be in document order."""
     body = classify_blocks(blocks, n_pages)
     context = SectionContext(body=body, n_pages=n_pages, outline=outline, blocks=blocks)
-    section_filter = section_filter or choose_filter(outline, use_outline)
+    section_filter = section_filter or section_filter_for(outline, use_outline)
     headings = resolve_headings(blocks, context, section_filter)
     return body, headings
 
 
 def extract_headings(
-    pdf_path: str, use_outline: bool = True, backend: ModelBackend | None = None
+    pdf_path: str,
+    use_outline: bool = True,
+    backend: ModelBackend | None = None,
+    section_filter_kind: str = "learned",
 ) -> list[tuple[int, str, int]]:
     """(level, title, 1-based page) of every heading the indexer finds in a PDF."""
     with pymupdf.open(pdf_path) as doc:
         meta = document_metadata(doc)
         parsed = parse_pages(doc, 0, doc.page_count)
-    section_filter = section_filter_for(meta["outline"], use_outline, backend)
+    section_filter = section_filter_for(meta["outline"], use_outline, backend, section_filter_kind)
     _, headings = structure_blocks(
         parsed.blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
     )
@@ -82,6 +97,7 @@ def assemble_document(
     blocks: list[Block],
     use_outline: bool = True,
     backend: ModelBackend | None = None,
+    section_filter_kind: str = "learned",
 ) -> tuple[list, list[dict], dict]:
     """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
 
@@ -90,7 +106,7 @@ def assemble_document(
     the facts say how many model calls failed (``section_model_errors``).
     """
     blocks = sorted(blocks, key=lambda b: (b.page, b.order))
-    section_filter = section_filter_for(meta["outline"], use_outline, backend)
+    section_filter = section_filter_for(meta["outline"], use_outline, backend, section_filter_kind)
     body, headings = structure_blocks(
         blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
     )

@@ -7,6 +7,12 @@ batch also carries the last headings decided in earlier batches, so that levels 
 consistent across the book. The model answers ``{"decisions": [{"index", "level"}]}`` with
 level 1..6, or 0 for "not a title" (the prompt and the schema: ``operators.models.prompts``).
 
+When the base decider is the learned filter (``operators.structure.learned_filter``), its
+probabilities travel with the candidates (``p_title``) and the least certain candidates go to
+the model first (batches in order of ``|p - threshold|``, each batch in document order, with the
+headings decided before its first candidate as context); ``max_candidates`` then bounds how
+many the model reviews: the confident rest keep the learned decision.
+
 The model's answers replace the base decisions; a candidate the model does not answer, and
 every candidate of a batch whose call fails, keeps the base decision. Failures are recorded in
 ``errors``, never raised. Titles the base decider split over two blocks ("continues the title
@@ -45,10 +51,19 @@ def _clip(text: str, n: int = TEXT_CHARS) -> str:
 class LLMSectionFilter:
     """A ``SectionFilter`` that lets a generative model refine a base filter's decisions."""
 
-    def __init__(self, backend: ModelBackend, base: SectionFilter, batch_size: int = 40) -> None:
+    def __init__(
+        self,
+        backend: ModelBackend,
+        base: SectionFilter,
+        batch_size: int = 40,
+        max_candidates: int | None = None,
+        threshold: float = 0.5,
+    ) -> None:
         self.backend = backend
         self.base = base
         self.batch_size = max(1, batch_size)
+        self.max_candidates = max_candidates
+        self.threshold = threshold
         self.errors: list[str] = []
         self.n_calls = 0
         self.n_changed = 0
@@ -57,11 +72,22 @@ class LLMSectionFilter:
         result = self.base.decide(candidates, context)
         decisions = list(result.decisions)
         groups = _title_groups(candidates, decisions)
+        probs = result.probabilities
+        if probs is not None:
+            # The least certain first; the model reviews at most max_candidates of them.
+            groups.sort(key=lambda g: (abs(probs[g[0]] - self.threshold), g[0]))
+            if self.max_candidates is not None:
+                groups = groups[: self.max_candidates]
+        batches = [
+            sorted(groups[start : start + self.batch_size])
+            for start in range(0, len(groups), self.batch_size)
+        ]
         earlier: list[tuple[int, str]] = []
-        for start in range(0, len(groups), self.batch_size):
-            batch = groups[start : start + self.batch_size]
+        for batch in batches:
+            if probs is not None:  # batches are not in document order: context from before
+                earlier = _headings_before(batch[0][0], candidates, decisions)
             try:
-                answers = self._ask(batch, candidates, decisions, earlier, context)
+                answers = self._ask(batch, candidates, decisions, earlier, context, probs)
             except NoGeneration as e:  # the backend cannot generate: keep every base decision
                 self.errors.append(f"no generation: {e}")
                 break
@@ -74,7 +100,10 @@ class LLMSectionFilter:
                 if decisions[pos].level is not None:
                     earlier.append((decisions[pos].level, _group_text(pos, followers, candidates)))
         return SectionDecisions(
-            decisions=decisions, outline_only=result.outline_only, promoted=result.promoted
+            decisions=decisions,
+            outline_only=result.outline_only,
+            promoted=result.promoted,
+            probabilities=probs,
         )
 
     def _ask(
@@ -84,6 +113,7 @@ class LLMSectionFilter:
         decisions: list[Decision],
         earlier: list[tuple[int, str]],
         context: SectionContext,
+        probs: list[float] | None = None,
     ) -> dict[int, int] | None:
         """Candidate position → level (0: not a title) for one batch; None when the call
         failed (the failure is recorded). ``NoGeneration`` is raised to stop the loop."""
@@ -100,6 +130,8 @@ class LLMSectionFilter:
             }
             if decisions[pos].reason == "outline entry":
                 item["in_pdf_outline"] = True
+            if probs is not None:
+                item["p_title"] = round(probs[pos], 2)
             items.append(item)
         payload = {
             "body_font_size": round(context.body.font_size, 1),
@@ -155,6 +187,18 @@ def _title_groups(
         else:
             groups.append((pos, []))
     return [g for g in groups if decisions[g[0]].reason != CONTINUES]
+
+
+def _headings_before(
+    first: int, candidates: list[Candidate], decisions: list[Decision]
+) -> list[tuple[int, str]]:
+    """(level, text) of the headings decided before candidate position ``first``."""
+    out = [
+        (decisions[pos].level, candidates[pos].text)
+        for pos in range(first)
+        if decisions[pos].level is not None
+    ]
+    return out[-CONTEXT_HEADINGS:]
 
 
 def _group_text(pos: int, followers: list[int], candidates: list[Candidate]) -> str:

@@ -102,6 +102,9 @@ class SectionDecisions:
     decisions: list[Decision]
     outline_only: list[OutlineHeading] = field(default_factory=list)
     promoted: dict[int, Decision] = field(default_factory=dict)  # non-candidate blocks → level
+    # P(heading) per candidate, from a learned decider (None from the rules): what the LLM
+    # refiner reviews first (the least certain) and sees.
+    probabilities: list[float] | None = None
 
 
 class SectionFilter(Protocol):
@@ -380,22 +383,23 @@ class LayoutSectionFilter:
         return levels, depth_of
 
 
+def candidate_of(index: int, b: Block) -> Candidate:
+    """Block ``index`` as a decider sees it."""
+    return Candidate(
+        index=index,
+        text=b.text,
+        page=b.page,
+        font_size=b.font_size,
+        bold=b.bold,
+        italic=b.italic,
+        n_lines=b.n_lines,
+        y0=b.y0,
+        family=font_family(b.font),
+    )
+
+
 def candidates_of(blocks: list[Block]) -> list[Candidate]:
-    return [
-        Candidate(
-            index=i,
-            text=b.text,
-            page=b.page,
-            font_size=b.font_size,
-            bold=b.bold,
-            italic=b.italic,
-            n_lines=b.n_lines,
-            y0=b.y0,
-            family=font_family(b.font),
-        )
-        for i, b in enumerate(blocks)
-        if b.kind == TITLE
-    ]
+    return [candidate_of(i, b) for i, b in enumerate(blocks) if b.kind == TITLE]
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Heading rules found on the HiPS books, each checked on the book that showed it: apparatus
 headings set at note size ("Notes"), titles broken over two body-size lines, and outline
-bookmarks that name book furniture rather than sections."""
+bookmarks that name book furniture rather than sections. The rules alone
+(``section_filter_kind="rules"``): they are the learned filter's features and its fallback."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from operators.eval.heading_gold import load_hips_gold, score
-from operators.structure.assemble import extract_headings
+from operators.structure.assemble import extract_headings as _extract
+
+
+def extract_headings(pdf: str, use_outline: bool = True) -> list[tuple[int, str, int]]:
+    return _extract(pdf, use_outline, section_filter_kind="rules")
 
 
 def _book(shared_data: Path, prefix: str) -> Path:

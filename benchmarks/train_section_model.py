@@ -1,0 +1,387 @@
+"""Train the learned section filter and cross-validate it, grouped by book.
+
+Run from the repo root::
+
+    python -m benchmarks.train_section_model [--seed 0] [--folds 6] [--out PATH] [--no-cv]
+
+Data: every labelled book (``hips`` + ``hips_extra``, human tables of contents), candidates and
+labels from ``benchmarks.section_data`` (cached). Per mode (outline off / on) two
+``sklearn.ensemble.HistGradientBoostingClassifier``: "is a heading" (binary, over every
+candidate but the continuation lines the rules join to a title) and "relative level" (1 = the
+book's top gold level, 4 = level 4 or deeper; over the candidates that are gold headings).
+Fixed seed, no early stopping, no subsampling: same data and seed give the same bytes.
+
+Cross-validation: the books are split into ``--folds`` groups (seeded shuffle); each group's
+books are scored by models trained on the other groups only. Printed per fold and pooled:
+P / R / F1 and level accuracy of the rules and of the learned filter, outline off and on
+(``benchmarks.tree_accuracy --cv`` prints the same beside pymupdf4llm).
+
+The model file (default ``operators/structure/section_model.json``) is plain JSON: the trees
+as arrays (``operators.structure.learned_filter.TreeEnsemble``), the feature names, the
+training books' sha256 (PDF and gold), the parameters, and the CV scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.section_data import FEATURES, Book, code_version, headings_of, load_books
+from operators.eval.heading_gold import aggregate, score
+from operators.structure.learned_filter import (
+    MODEL_FORMAT,
+    MODEL_PATH,
+    TreeEnsemble,
+    decide_with_scores,
+    style_keys,
+)
+from operators.structure.sections import CONTINUES, Candidate
+
+MAX_RELATIVE_LEVEL = 4
+THRESHOLD = 0.5  # when there are too few books to choose one
+INNER_FOLDS = 3
+STYLE_VOTE = True  # levels voted per style (learned_filter.decide_with_scores)
+HEADING_PARAMS = {
+    "max_iter": 150,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 20,
+    "l2_regularization": 1.0,
+}
+LEVEL_PARAMS = {
+    "max_iter": 60,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 10,
+    "l2_regularization": 1.0,
+}
+MODES = ("off", "on")
+
+
+def _x(book: Book, mode: str) -> np.ndarray:
+    return book.x_on if mode == "on" else book.x_off
+
+
+def _heading_rows(books: list[Book], mode: str) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for b in books:
+        keep = np.array([r != CONTINUES for r in b.layout_reason], dtype=bool)
+        xs.append(_x(b, mode)[keep])
+        ys.append(b.label[keep])
+    return np.vstack(xs), np.concatenate(ys)
+
+
+def _level_rows(books: list[Book], mode: str) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for b in books:
+        pos = b.label == 1
+        xs.append(_x(b, mode)[pos])
+        ys.append(np.minimum(b.gold_level[pos], MAX_RELATIVE_LEVEL))
+    return np.vstack(xs), np.concatenate(ys)
+
+
+def _classifier(params: dict, seed: int):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(**params, early_stopping=False, random_state=seed)
+
+
+def _sig(x: float) -> float:
+    """Leaf values to 7 significant digits (a smaller file); thresholds stay exact, since a
+    feature value may lie within rounding of one."""
+    return float(f"{x:.7g}")
+
+
+def export_trees(clf) -> dict:
+    """A fitted HistGradientBoostingClassifier as ``TreeEnsemble`` JSON."""
+    trees, output = [], []
+    for round_ in clf._predictors:
+        for col, predictor in enumerate(round_):
+            nodes = predictor.nodes
+            leaf = nodes["is_leaf"].astype(bool)
+            trees.append(
+                {
+                    "feature": [
+                        0 if lf else int(f)
+                        for f, lf in zip(nodes["feature_idx"], leaf, strict=True)
+                    ],
+                    "threshold": [
+                        0.0 if lf else float(t)
+                        for t, lf in zip(nodes["num_threshold"], leaf, strict=True)
+                    ],
+                    "left": [
+                        -1 if lf else int(v) for v, lf in zip(nodes["left"], leaf, strict=True)
+                    ],
+                    "right": [
+                        -1 if lf else int(v) for v, lf in zip(nodes["right"], leaf, strict=True)
+                    ],
+                    "value": [
+                        _sig(v) if lf else 0.0 for v, lf in zip(nodes["value"], leaf, strict=True)
+                    ],
+                }
+            )
+            output.append(col)
+    baseline = np.ravel(clf._baseline_prediction)
+    return {
+        "baseline": [_sig(v) for v in baseline],
+        "output": output,
+        "classes": [int(c) for c in clf.classes_],
+        "trees": trees,
+    }
+
+
+def choose_threshold(books: list[Book], mode: str, seed: int) -> float:
+    """The probability threshold that maximises heading F1 on out-of-fold scores of these
+    books (``INNER_FOLDS`` groups by book; gold headings no candidate carries count as
+    missed): picked without the books the model will be scored on."""
+    if len(books) < INNER_FOLDS:
+        return THRESHOLD
+    probs, labels = [], []
+    for test in folds_of(books, INNER_FOLDS, seed):
+        train = [b for i, b in enumerate(books) if i not in test]
+        x, y = _heading_rows(train, mode)
+        clf = _classifier(HEADING_PARAMS, seed).fit(x, y)
+        xt, yt = _heading_rows([books[i] for i in test], mode)
+        probs.append(clf.predict_proba(xt)[:, 1])
+        labels.append(yt)
+    p, y = np.concatenate(probs), np.concatenate(labels)
+    n_gold = sum(len(b.gold) for b in books)
+    best, best_f1 = THRESHOLD, -1.0
+    for t in np.round(np.arange(0.2, 0.71, 0.025), 3):
+        kept = p >= t
+        f1 = 2 * int(y[kept].sum()) / (int(kept.sum()) + n_gold)
+        if f1 > best_f1 + 1e-9:
+            best, best_f1 = float(t), f1
+    return best
+
+
+def fit_mode(books: list[Book], mode: str, seed: int, tune: bool = True) -> dict:
+    """Heading and level models of one mode, exported, checked against scikit-learn; the
+    threshold chosen by inner cross-validation over the same books (``tune``)."""
+    x, y = _heading_rows(books, mode)
+    heading = _classifier(HEADING_PARAMS, seed).fit(x, y)
+    xl, yl = _level_rows(books, mode)
+    level = _classifier(LEVEL_PARAMS, seed).fit(xl, yl)
+    out = {
+        "heading": export_trees(heading),
+        "level": export_trees(level),
+        "threshold": choose_threshold(books, mode, seed) if tune else THRESHOLD,
+        "style_vote": STYLE_VOTE,
+    }
+    ours = TreeEnsemble.from_json(out["heading"]).probability(x)
+    if not np.allclose(ours, heading.predict_proba(x)[:, 1], atol=1e-4):
+        raise AssertionError("exported heading trees disagree with scikit-learn")
+    return out
+
+
+def _candidates(book: Book) -> list[Candidate]:
+    return [
+        Candidate(i, t, p, 0.0, False, False, 1, 0.0)
+        for i, (t, p) in enumerate(zip(book.texts, book.pages, strict=True))
+    ]
+
+
+def predict_book(
+    book: Book, mode_model: dict, mode: str, vote: bool | None = None
+) -> list[tuple[int, str, int]]:
+    """The learned filter's headings for one cached book, as the product decides them."""
+    from operators.structure.sections import Decision
+
+    heading = TreeEnsemble.from_json(mode_model["heading"])
+    level = TreeEnsemble.from_json(mode_model["level"])
+    x = _x(book, mode)
+    layout = [
+        Decision(lv or None, r) for lv, r in zip(book.layout_level, book.layout_reason, strict=True)
+    ]
+    outline = None
+    if mode == "on" and book.has_outline:
+        outline = [
+            Decision(lv or None, r)
+            for lv, r in zip(book.outline_level, book.outline_reason, strict=True)
+        ]
+    decisions = decide_with_scores(
+        _candidates(book),
+        layout,
+        outline,
+        heading.probability(x),
+        level.probability(x),
+        level.classes,
+        float(mode_model["threshold"]),
+        style_keys(x) if (mode_model["style_vote"] if vote is None else vote) else None,
+    )
+    return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
+
+
+def rule_headings(book: Book, mode: str) -> list[tuple[int, str, int]]:
+    if mode == "on" and book.has_outline:
+        return headings_of(
+            book, list(zip(book.outline_level, book.outline_reason, strict=True)), True
+        )
+    return headings_of(book, list(zip(book.layout_level, book.layout_reason, strict=True)), False)
+
+
+def folds_of(books: list[Book], n_folds: int, seed: int) -> list[list[int]]:
+    order = np.random.default_rng(seed).permutation(len(books))
+    return [sorted(int(i) for i in order[k::n_folds]) for k in range(n_folds)]
+
+
+@dataclass
+class CVResult:
+    folds: list[list[int]]
+    per_book: dict[str, dict[str, dict]]  # method → book name → score
+    predictions: dict[str, dict[str, list]]
+
+
+def cross_validate(books: list[Book], n_folds: int, seed: int, verbose: bool = True) -> CVResult:
+    """Grouped by book: every book is scored by models that never saw it."""
+    folds = folds_of(books, n_folds, seed)
+    per_book: dict[str, dict[str, dict]] = {}
+    preds: dict[str, dict[str, list]] = {}
+    for k, test in enumerate(folds):
+        t0 = time.perf_counter()
+        train = [b for i, b in enumerate(books) if i not in test]
+        models = {mode: fit_mode(train, mode, seed) for mode in MODES}
+        for i in test:
+            b = books[i]
+            for mode in MODES:
+                for method, pred in (
+                    (f"rules-outline {mode}", rule_headings(b, mode)),
+                    (f"learned-outline {mode}", predict_book(b, models[mode], mode, False)),
+                    (f"learned vote-outline {mode}", predict_book(b, models[mode], mode, True)),
+                ):
+                    method = method.replace("-outline on", "+outline").replace(
+                        "-outline off", "-outline"
+                    )
+                    per_book.setdefault(method, {})[b.name] = score(pred, b.gold)
+                    preds.setdefault(method, {})[b.name] = pred
+        if verbose:
+            print(
+                f"fold {k + 1}/{n_folds}: {len(test)} books held out, "
+                f"{time.perf_counter() - t0:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+    return CVResult(folds, per_book, preds)
+
+
+def cv_summary(books: list[Book], cv: CVResult) -> dict:
+    """Pooled and per-fold aggregates per method (JSON-able)."""
+    out: dict = {"pooled": {}, "folds": []}
+    for method, by_book in cv.per_book.items():
+        out["pooled"][method] = aggregate(by_book[b.name] for b in books)
+    for test in cv.folds:
+        names = [books[i].name for i in test]
+        out["folds"].append(
+            {
+                "books": names,
+                "methods": {m: aggregate(s[n] for n in names) for m, s in cv.per_book.items()},
+            }
+        )
+    return out
+
+
+def _round(obj):
+    if isinstance(obj, float):
+        return round(obj, 4)
+    if isinstance(obj, dict):
+        return {k: _round(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_round(v) for v in obj]
+    return obj
+
+
+def build_model(books: list[Book], seed: int, cv: dict | None) -> dict:
+    import sklearn
+
+    return {
+        "format": MODEL_FORMAT,
+        "feature_names": list(FEATURES),
+        "modes": {mode: fit_mode(books, mode, seed) for mode in MODES},
+        "training": {
+            "command": "python -m benchmarks.train_section_model",
+            "seed": seed,
+            "learner": f"scikit-learn {sklearn.__version__} HistGradientBoostingClassifier",
+            "heading_params": HEADING_PARAMS,
+            "level_params": LEVEL_PARAMS,
+            "max_relative_level": MAX_RELATIVE_LEVEL,
+            "feature_code": code_version(),
+            "books": [
+                {
+                    "corpus": b.corpus,
+                    "name": b.name,
+                    "pdf_sha256": b.pdf_sha256,
+                    "gold_sha256": b.gold_sha256,
+                    "n_candidates": len(b.texts),
+                    "n_gold": len(b.gold),
+                }
+                for b in books
+            ],
+            "cv": _round(cv) if cv is not None else None,
+        },
+    }
+
+
+def format_cv(summary: dict, extra: dict[str, dict] | None = None) -> str:
+    """The CV table: pooled per method, then F1 / level accuracy per fold."""
+    methods = dict(summary["pooled"])
+    methods.update(extra or {})
+    head = f"{'method':<22} {'P':>6} {'R':>6} {'F1':>6} {'macroF1':>7} {'level':>6} {'lvl_map':>7} {'n_gold':>6} {'n_pred':>6}"
+    lines = ["pooled over all books (each scored by a model that never saw it)", head]
+    lines.append("-" * len(head))
+
+    def f(v):
+        return "     -" if v is None else f"{v:6.3f}"
+
+    for m, a in methods.items():
+        lines.append(
+            f"{m:<22} {f(a['precision'])} {f(a['recall'])} {f(a['f1'])} {f(a['macro_f1'])} "
+            f" {f(a['level_acc'])} {f(a['level_acc_map'])} {a['n_gold']:>6} {a['n_pred']:>6}"
+        )
+    lines.append("")
+    lines.append("per fold: F1 / level accuracy")
+    names = list(summary["pooled"])
+    lines.append(f"{'fold':<5} {'books':>5} " + " ".join(f"{m:>22}" for m in names))
+    for k, fold in enumerate(summary["folds"]):
+        cells = []
+        for m in names:
+            a = fold["methods"][m]
+            lv = "-" if a["level_acc"] is None else f"{a['level_acc']:.3f}"
+            cells.append(f"{a['f1']:.3f} / {lv}".rjust(22))
+        lines.append(f"{k + 1:<5} {len(fold['books']):>5} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.train_section_model")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--folds", type=int, default=6)
+    ap.add_argument("--out", default=str(MODEL_PATH), help="model file (default: %(default)s)")
+    ap.add_argument("--no-cv", action="store_true", help="train only (no CV scores in the file)")
+    ap.add_argument("--cv-json", default=None, help="write the full CV results (per book) here")
+    args = ap.parse_args(argv)
+    books = load_books()
+    summary = None
+    if not args.no_cv:
+        from benchmarks.tree_accuracy import DEFAULT_CACHE_DIR, run_cv
+
+        # The same protocol as ``python -m benchmarks.tree_accuracy --cv --p4llm cached``.
+        full = run_cv(args.folds, args.seed, "cached", DEFAULT_CACHE_DIR, 1)
+        print(full["table"])
+        summary = {k: full[k] for k in ("protocol", "pooled", "folds", "baselines")}
+        summary["same_pages_as_pymupdf4llm"] = full.get("same_pages")
+        if args.cv_json:
+            Path(args.cv_json).write_text(json.dumps(full, indent=1, default=str))
+    model = build_model(books, args.seed, summary)
+    Path(args.out).write_text(json.dumps(model, separators=(",", ":"), sort_keys=True) + "\n")
+    print(f"wrote {args.out} ({Path(args.out).stat().st_size} bytes)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

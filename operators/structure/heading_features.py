@@ -1,0 +1,346 @@
+"""Features of title candidates for the learned section filter
+(``operators.structure.learned_filter``).
+
+One row per candidate (``sections.candidates_of``), computed from what the rules already
+know: the body style, the candidate's style against it (size, weight, italics, capitals,
+typeface and its rarity), its style cluster (how often, how many per page, how sentence-like,
+how numbered, its prominence rank), numbering (depth and kind), white space above and below,
+indentation and centring, line length, position on the page and in the book, what follows,
+contents-page evidence, and the rule deciders' own verdicts (the layout filter's level and
+reason, the outline filter's when an outline is used). The rules stay as features.
+
+Plain Python and numpy only: the product computes these at index time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from operators.kinds import LIST, TEXT, TITLE
+from operators.parsing.parse import Block, font_family
+from operators.structure.blocks import NEVER_HEADING, is_title_shaped
+from operators.structure.furniture import contents_pages
+from operators.structure.sections import (
+    _BARE_LABEL,
+    _LABEL_ONLY,
+    _ROMAN,
+    _WORD_NUMBERED,
+    CONTINUES,
+    Candidate,
+    Decision,
+    SectionContext,
+    candidate_of,
+    normalise_title,
+    numbering_depth,
+    prominence,
+)
+
+NOT_A_CANDIDATE = "not a title candidate"
+POOL_MAX_LINES = 3
+
+_DOTTED = re.compile(r"^\d{1,2}(\.\d{1,2})+")
+_LETTER_LABEL = re.compile(r"^(\(?[A-Za-z]\)|[A-Z]\.)\s+\S")
+_TAIL_NUMBER = re.compile(r"\s+([0-9]{1,4}|[ivxlc]{1,6})\s*$", re.I)
+
+# Reasons the rule deciders give, one indicator feature each (others count as "other").
+RULE_REASONS = (
+    "style",  # layout: kept in a style cluster
+    "style used for prose or emphasis",
+    "byline under a heading",
+    "document title",
+    "title page",
+    "front matter before the contents",
+    CONTINUES,
+)
+OUTLINE_REASONS = (
+    "outline entry",
+    "numbered below the outline",
+    "below the outline",
+    "front or back matter in an outline style",
+    "outline-level style the outline does not list",
+    "byline or subtitle under an outline heading",
+)
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "size_ratio",
+    "size_diff",
+    "bold",
+    "italic",
+    "caps",
+    "body_bold",
+    "other_face",
+    "face_share",
+    "n_lines",
+    "n_words",
+    "n_chars",
+    "ends_stop",
+    "ends_colon",
+    "ends_comma",
+    "starts_lower",
+    "title_case",
+    "upper_share",
+    "digit_share",
+    "numbering_depth",
+    "dotted",
+    "word_numbered",
+    "roman",
+    "letter_label",
+    "label_only",
+    "space_above_em",
+    "space_above_gap",
+    "space_below_em",
+    "x0_rel",
+    "centre_off",
+    "width_rel",
+    "y0_rel",
+    "page_rel",
+    "first_on_page",
+    "order_on_page",
+    "next_is_para",
+    "next_size_ratio",
+    "prev_is_title",
+    "style_count",
+    "style_pages_rel",
+    "style_per_page",
+    "style_words",
+    "style_sentences",
+    "style_numbered",
+    "style_rank",
+    "style_rank_rel",
+    "style_size_rank",
+    "in_contents",
+    "on_contents_page",
+    "front_matter",
+    "never_heading",
+    "same_text_count",
+    "is_candidate",
+    "kind_list",
+    "rule_level",
+    *(f"rule_{r}" for r in RULE_REASONS),
+    "has_outline",
+    "outline_level",
+    *(f"outline_{r}" for r in OUTLINE_REASONS),
+    "outline_prev_level",
+)
+N_FEATURES = len(FEATURE_NAMES)
+_COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
+
+
+@dataclass
+class HeadingPool:
+    """What the learned filter scores: the rules' title candidates and the short text and
+    list blocks they passed over (headings set in the text face, set apart only by space or
+    numbering), in document order."""
+
+    members: list[Candidate]
+    candidate_pos: list[int | None]  # position in the rules' candidate list, None: added
+
+
+def heading_pool(candidates: list[Candidate], blocks: list[Block]) -> HeadingPool:
+    """The rules' candidates plus every text or list block of at most ``POOL_MAX_LINES``
+    lines that is title-shaped (``blocks.is_title_shaped``)."""
+    by_index = {c.index: pos for pos, c in enumerate(candidates)}
+    members: list[Candidate] = []
+    positions: list[int | None] = []
+    for i, b in enumerate(blocks):
+        pos = by_index.get(i)
+        if pos is not None:
+            members.append(candidates[pos])
+            positions.append(pos)
+        elif (
+            b.kind in (TEXT, LIST)
+            and b.n_lines <= POOL_MAX_LINES
+            and is_title_shaped(b.text.strip())
+        ):
+            members.append(candidate_of(i, b))
+            positions.append(None)
+    return HeadingPool(members, positions)
+
+
+def pool_decisions(
+    pool: HeadingPool, decisions: list[Decision], promoted: dict[int, Decision] | None = None
+) -> list[Decision]:
+    """A rule decider's decisions spread over the pool: added blocks are not candidates,
+    unless the decider promoted them (an outline entry found in a text block)."""
+    promoted = promoted or {}
+    return [
+        decisions[pos]
+        if pos is not None
+        else promoted.get(c.index, Decision(None, NOT_A_CANDIDATE))
+        for c, pos in zip(pool.members, pool.candidate_pos, strict=True)
+    ]
+
+
+@dataclass
+class CandidateFeatures:
+    """The feature matrix of a document's candidates, with the rule decisions it came from."""
+
+    x: np.ndarray  # (n_candidates, N_FEATURES) float64
+    layout: list[Decision]
+    outline: list[Decision] | None  # None when the outline filter was not used
+
+
+def _reason_key(reason: str) -> str:
+    return "style" if reason.startswith("style (") else reason
+
+
+def _contents_text(blocks: list[Block]) -> str:
+    """The normalised text of the contents pages in the first 30 pages, trailing page
+    numbers dropped: the evidence a printed table of contents gives."""
+    pages = {p for p in contents_pages(blocks) if p <= 30}
+    if not pages:
+        return ""
+    parts = [
+        normalise_title(_TAIL_NUMBER.sub("", b.text))
+        for b in blocks
+        if b.page in pages and b.kind in (TEXT, TITLE)
+    ]
+    return " | ".join(p for p in parts if p)
+
+
+def candidate_features(
+    candidates: list[Candidate],
+    context: SectionContext,
+    layout: list[Decision],
+    outline: list[Decision] | None = None,
+) -> CandidateFeatures:
+    """Feature rows for ``candidates`` (in document order) given the rule decisions."""
+    blocks = context.blocks
+    body = context.body
+    n = len(candidates)
+    x = np.zeros((n, N_FEATURES), dtype=np.float64)
+    if n == 0:
+        return CandidateFeatures(x, layout, outline)
+    body_size = max(body.font_size, 1.0)
+    gap = max(body.paragraph_gap, 0.5)
+    n_pages = max(context.n_pages, 1)
+
+    face_chars: Counter = Counter()
+    total_chars = 0
+    page_blocks: dict[int, list[int]] = defaultdict(list)
+    for i, b in enumerate(blocks):
+        if b.kind in (TEXT, TITLE):
+            face_chars[font_family(b.font)] += len(b.text)
+            total_chars += len(b.text)
+            page_blocks[b.page].append(i)
+    total_chars = max(total_chars, 1)
+
+    by_style: dict[tuple, list[int]] = defaultdict(list)
+    for pos, c in enumerate(candidates):
+        by_style[c.style].append(pos)
+    styles = sorted(by_style, key=prominence, reverse=True)
+    rank = {s: r for r, s in enumerate(styles)}
+    recurring = [s for s in styles if len(by_style[s]) >= 3]
+    recurring_rank = {s: r for r, s in enumerate(recurring)}
+    sizes = sorted({s[0] for s in styles}, reverse=True)
+    size_rank = {sz: r for r, sz in enumerate(sizes)}
+    style_stats: dict[tuple, tuple[float, ...]] = {}
+    for s, members in by_style.items():
+        texts = [candidates[p].text for p in members]
+        pages = {candidates[p].page for p in members}
+        style_stats[s] = (
+            float(len(members)),
+            len(pages) / n_pages,
+            len(members) / max(len(pages), 1),
+            sum(len(t.split()) for t in texts) / len(texts),
+            sum(t.rstrip().endswith((".", ",", ";")) for t in texts) / len(texts),
+            sum(numbering_depth(t) is not None for t in texts) / len(texts),
+        )
+    text_count = Counter(normalise_title(c.text) for c in candidates)
+    contents = _contents_text(blocks)
+    toc_pages = contents_pages(blocks) if contents else set()
+
+    outline_prev = 0
+    for pos, c in enumerate(candidates):
+        b = blocks[c.index]
+        row = x[pos]
+        text = c.text.strip()
+        words = text.split()
+        letters = [ch for ch in text if ch.isalpha()]
+        row[_COL["size_ratio"]] = c.font_size / body_size
+        row[_COL["size_diff"]] = c.font_size - body.font_size
+        row[_COL["bold"]] = c.bold
+        row[_COL["italic"]] = c.italic
+        row[_COL["caps"]] = c.caps
+        row[_COL["body_bold"]] = body.bold
+        row[_COL["other_face"]] = c.family != body.family
+        row[_COL["face_share"]] = face_chars[c.family] / total_chars
+        row[_COL["n_lines"]] = c.n_lines
+        row[_COL["n_words"]] = len(words)
+        row[_COL["n_chars"]] = len(text)
+        row[_COL["ends_stop"]] = text.endswith((".", "!", "?"))
+        row[_COL["ends_colon"]] = text.endswith(":")
+        row[_COL["ends_comma"]] = text.endswith((",", ";"))
+        row[_COL["starts_lower"]] = text[:1].islower()
+        long_words = [w for w in words if len(w) > 3]
+        row[_COL["title_case"]] = (
+            sum(w[:1].isupper() for w in long_words) / len(long_words) if long_words else 0.0
+        )
+        row[_COL["upper_share"]] = (
+            sum(ch.isupper() for ch in letters) / len(letters) if letters else 0.0
+        )
+        row[_COL["digit_share"]] = sum(ch.isdigit() for ch in text) / max(len(text), 1)
+        depth = numbering_depth(text)
+        row[_COL["numbering_depth"]] = depth or 0
+        row[_COL["dotted"]] = _DOTTED.match(text) is not None
+        row[_COL["word_numbered"]] = _WORD_NUMBERED.match(text) is not None
+        row[_COL["roman"]] = _ROMAN.match(text) is not None
+        row[_COL["letter_label"]] = _LETTER_LABEL.match(text) is not None
+        row[_COL["label_only"]] = bool(_LABEL_ONLY.match(text) or _BARE_LABEL.match(text))
+        row[_COL["space_above_em"]] = min(b.space_above / max(c.font_size, 1.0), 20.0)
+        row[_COL["space_above_gap"]] = min(b.space_above / gap, 50.0)
+        on_page = page_blocks.get(b.page, [])
+        k = on_page.index(c.index) if c.index in on_page else -1
+        nxt = blocks[on_page[k + 1]] if 0 <= k < len(on_page) - 1 else None
+        prv = blocks[on_page[k - 1]] if k > 0 else None
+        row[_COL["space_below_em"]] = (
+            min(max(nxt.y0 - b.y1, 0.0) / max(c.font_size, 1.0), 20.0) if nxt else 20.0
+        )
+        width = max(b.page_width, 1.0)
+        row[_COL["x0_rel"]] = b.x0 / width
+        row[_COL["centre_off"]] = abs((b.x0 + b.x1) / 2 - width / 2) / width
+        row[_COL["width_rel"]] = (b.x1 - b.x0) / width
+        row[_COL["y0_rel"]] = b.y0 / max(b.page_height, 1.0)
+        row[_COL["page_rel"]] = c.page / n_pages
+        row[_COL["first_on_page"]] = k == 0
+        row[_COL["order_on_page"]] = min(max(k, 0), 30)
+        row[_COL["next_is_para"]] = nxt is not None and nxt.kind == TEXT and nxt.n_lines >= 3
+        row[_COL["next_size_ratio"]] = nxt.font_size / body_size if nxt else 0.0
+        row[_COL["prev_is_title"]] = prv is not None and prv.kind == TITLE
+        st = style_stats[c.style]
+        row[_COL["style_count"]] = st[0]
+        row[_COL["style_pages_rel"]] = st[1]
+        row[_COL["style_per_page"]] = st[2]
+        row[_COL["style_words"]] = st[3]
+        row[_COL["style_sentences"]] = st[4]
+        row[_COL["style_numbered"]] = st[5]
+        row[_COL["style_rank"]] = rank[c.style]
+        row[_COL["style_rank_rel"]] = recurring_rank.get(c.style, len(recurring))
+        row[_COL["style_size_rank"]] = size_rank[c.style[0]]
+        norm = normalise_title(text)
+        row[_COL["in_contents"]] = len(norm) >= 4 and c.page not in toc_pages and norm in contents
+        row[_COL["on_contents_page"]] = c.page in toc_pages
+        row[_COL["front_matter"]] = bool(b.extra.get("front_matter"))
+        row[_COL["never_heading"]] = bool(b.extra.get(NEVER_HEADING))
+        row[_COL["same_text_count"]] = text_count[norm]
+        d = layout[pos]
+        row[_COL["is_candidate"]] = b.kind == TITLE
+        row[_COL["kind_list"]] = b.kind == LIST
+        row[_COL["rule_level"]] = d.level or 0
+        key = _reason_key(d.reason)
+        if key in RULE_REASONS:
+            row[_COL[f"rule_{key}"]] = 1.0
+        if outline is not None:
+            o = outline[pos]
+            row[_COL["has_outline"]] = 1.0
+            row[_COL["outline_level"]] = o.level or 0
+            if o.reason in OUTLINE_REASONS:
+                row[_COL[f"outline_{o.reason}"]] = 1.0
+            row[_COL["outline_prev_level"]] = outline_prev
+            if o.reason == "outline entry" and o.level:
+                outline_prev = o.level
+    return CandidateFeatures(x, layout, outline)

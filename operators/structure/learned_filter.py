@@ -1,0 +1,310 @@
+"""The learned section filter: gradient-boosted trees over the candidates' features decide
+which title candidates are headings and at what level; the rules are features and fallback.
+
+``LearnedSectionFilter`` runs the rule deciders (``LayoutSectionFilter``, and
+``OutlineSectionFilter`` when the outline is used), computes the feature rows
+(``operators.structure.heading_features``) and scores them with the committed model
+``section_model.json`` (trained by ``python -m benchmarks.train_section_model``, see there):
+one binary model "is this candidate a heading" and one multiclass model "its relative level"
+per mode (outline off / on). The model file is plain JSON (trees as arrays) evaluated with
+numpy here: loading it needs neither scikit-learn nor pickle.
+
+With the outline on, the outline's entries keep the outline's levels (the model may still drop
+an entry it scores as furniture), outline entries no block carries are kept as the outline
+filter places them, and the candidates the model keeps between them get levels below the
+outline heading they follow: deeper levels the bookmarks omit.
+
+``section_filter(outline, use_outline)`` returns the learned filter, or, when the model file is
+missing or unreadable, the rule filter (``choose_filter``) with a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from operators.kinds import MAX_LEVEL
+from operators.structure.heading_features import (
+    FEATURE_NAMES,
+    candidate_features,
+    heading_pool,
+    pool_decisions,
+)
+from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
+from operators.structure.sections import (
+    CONTINUES,
+    Candidate,
+    Decision,
+    LayoutSectionFilter,
+    SectionContext,
+    SectionDecisions,
+    SectionFilter,
+)
+
+log = logging.getLogger(__name__)
+
+MODEL_PATH = Path(__file__).with_name("section_model.json")
+MODEL_FORMAT = "bookindex-section-model/1"
+LEARNED = "learned"
+LEARNED_NOT_TITLE = "learned: not a title"
+
+
+class ModelFileError(ValueError):
+    """The model file is missing, unreadable or not a section model."""
+
+
+@dataclass(frozen=True)
+class TreeEnsemble:
+    """Additive trees: per output column, a baseline plus the sum of one tree per round.
+
+    Each tree is (feature, threshold, left, right, value) arrays over its nodes; a node with
+    left == -1 is a leaf. A row goes left when ``x[feature] <= threshold``."""
+
+    baseline: np.ndarray  # (n_outputs,)
+    trees: tuple[tuple[np.ndarray, ...], ...]  # per tree: feature, threshold, left, right, value
+    output: tuple[int, ...]  # the output column each tree adds to
+    classes: tuple[int, ...]  # multiclass labels (binary: (0, 1))
+
+    @classmethod
+    def from_json(cls, data: dict) -> TreeEnsemble:
+        trees = []
+        for t in data["trees"]:
+            feature = np.asarray(t["feature"], dtype=np.int64)
+            threshold = np.asarray(t["threshold"], dtype=np.float64)
+            left = np.asarray(t["left"], dtype=np.int64)
+            right = np.asarray(t["right"], dtype=np.int64)
+            value = np.asarray(t["value"], dtype=np.float64)
+            n = len(feature)
+            if not (len(threshold) == len(left) == len(right) == len(value) == n and n >= 1):
+                raise ModelFileError("a tree's arrays differ in length")
+            inner = left >= 0
+            if (left[inner] >= n).any() or (right[inner] >= n).any():
+                raise ModelFileError("a tree points past its nodes")
+            if (feature[inner] < 0).any() or (feature[inner] >= len(FEATURE_NAMES)).any():
+                raise ModelFileError("a tree uses an unknown feature")
+            trees.append((feature, threshold, left, right, value))
+        return cls(
+            baseline=np.asarray(data["baseline"], dtype=np.float64),
+            trees=tuple(trees),
+            output=tuple(int(o) for o in data["output"]),
+            classes=tuple(int(c) for c in data["classes"]),
+        )
+
+    def raw(self, x: np.ndarray) -> np.ndarray:
+        """(n_rows, n_outputs) summed tree values."""
+        out = np.tile(self.baseline, (len(x), 1))
+        rows = np.arange(len(x))
+        for (feature, threshold, left, right, value), col in zip(
+            self.trees, self.output, strict=True
+        ):
+            node = np.zeros(len(x), dtype=np.int64)
+            while True:
+                inner = left[node] >= 0
+                if not inner.any():
+                    break
+                r, nd = rows[inner], node[inner]
+                go_left = x[r, feature[nd]] <= threshold[nd]
+                node[inner] = np.where(go_left, left[nd], right[nd])
+            out[:, col] += value[node]
+        return out
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """Binary: P(class 1) per row. Multiclass: (n_rows, n_classes) softmax."""
+        raw = self.raw(x)
+        if raw.shape[1] == 1:
+            return 1.0 / (1.0 + np.exp(-raw[:, 0]))
+        raw = raw - raw.max(axis=1, keepdims=True)
+        e = np.exp(raw)
+        return e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class ModeModel:
+    heading: TreeEnsemble
+    level: TreeEnsemble
+    threshold: float
+    style_vote: bool = False
+
+
+@dataclass(frozen=True)
+class SectionModel:
+    """The two modes' models and the training record (data hashes, CV scores)."""
+
+    off: ModeModel
+    on: ModeModel
+    training: dict
+
+    def mode(self, outline_used: bool) -> ModeModel:
+        return self.on if outline_used else self.off
+
+
+def parse_model(data: dict) -> SectionModel:
+    """A ``SectionModel`` from the JSON object of a model file; raises ``ModelFileError``."""
+    if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
+        raise ModelFileError(f"not a {MODEL_FORMAT} file")
+    if list(data.get("feature_names", [])) != list(FEATURE_NAMES):
+        raise ModelFileError("the model was trained on other features than this code computes")
+    try:
+        modes = {
+            name: ModeModel(
+                heading=TreeEnsemble.from_json(data["modes"][name]["heading"]),
+                level=TreeEnsemble.from_json(data["modes"][name]["level"]),
+                threshold=float(data["modes"][name]["threshold"]),
+                style_vote=bool(data["modes"][name].get("style_vote", False)),
+            )
+            for name in ("off", "on")
+        }
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelFileError(f"malformed model: {type(e).__name__}: {e}") from e
+    return SectionModel(off=modes["off"], on=modes["on"], training=data.get("training", {}))
+
+
+def load_model(path: str | Path = MODEL_PATH) -> SectionModel:
+    """Read and check a model file; raises ``ModelFileError``."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelFileError(f"cannot read section model {path}: {e}") from e
+    return parse_model(data)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_model(path: str) -> SectionModel | None:
+    try:
+        return load_model(path)
+    except ModelFileError as e:
+        msg = f"learned section filter unavailable, using the layout rules: {e}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        log.warning(msg)
+        return None
+
+
+_STYLE_COLUMNS = tuple(
+    FEATURE_NAMES.index(name)
+    for name in ("size_ratio", "bold", "italic", "caps", "face_share", "numbering_depth")
+)
+
+
+def style_keys(x: np.ndarray) -> list[tuple]:
+    """Each row's style as the features show it: size against the body, bold, italic,
+    capitals, typeface (by its share of the text), numbering depth."""
+    return [tuple(round(float(v), 3) for v in row) for row in x[:, _STYLE_COLUMNS]]
+
+
+def decide_with_scores(
+    candidates: list[Candidate],
+    layout: list[Decision],
+    outline: list[Decision] | None,
+    p_heading: np.ndarray,
+    level_probs: np.ndarray,
+    level_classes: tuple[int, ...],
+    threshold: float,
+    keys: list[tuple] | None = None,
+) -> list[Decision]:
+    """Decisions from the model's scores. Titles the rules split over two candidates stay
+    merged; outline entries keep the outline's level; a heading the model keeps after an
+    outline entry goes below it (at least one level deeper). With ``keys`` (``style_keys``) the level is
+    voted per style: the kept headings of one style (and numbering depth) share the level
+    their summed level probabilities favour, so a book's levels stay consistent."""
+    decisions: list[Decision] = []
+    if keys is not None and len(level_probs):
+        kept = p_heading >= threshold
+        summed: dict[tuple, np.ndarray] = {}
+        for pos, key in enumerate(keys):
+            if kept[pos]:
+                summed[key] = summed.get(key, 0.0) + level_probs[pos]
+        level_probs = np.array([summed.get(key, level_probs[pos]) for pos, key in enumerate(keys)])
+    relative = (
+        [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
+    )
+    outline_level = 0  # level of the latest outline entry kept
+    for pos, _ in enumerate(candidates):
+        p = float(p_heading[pos])
+        if layout[pos].reason == CONTINUES:
+            decisions.append(Decision(None, CONTINUES))
+            continue
+        if p < threshold:
+            decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
+            continue
+        level = min(max(relative[pos], 1), MAX_LEVEL)
+        if outline is not None:
+            o = outline[pos]
+            if o.reason == "outline entry" and o.level:
+                outline_level = o.level
+                decisions.append(Decision(o.level, f"{LEARNED} outline entry (p={p:.2f})"))
+                continue
+            if outline_level:
+                level = min(max(level, outline_level + 1), MAX_LEVEL)
+        decisions.append(Decision(level, f"{LEARNED} (p={p:.2f})"))
+    return decisions
+
+
+class LearnedSectionFilter:
+    """Rules as features, gradient-boosted trees as the decider (module docstring)."""
+
+    def __init__(self, model: SectionModel, use_outline: bool) -> None:
+        self.model = model
+        self.use_outline = use_outline
+        self.layout = LayoutSectionFilter()
+        self.outline_filter = OutlineSectionFilter()
+
+    def decide(self, candidates: list[Candidate], context: SectionContext) -> SectionDecisions:
+        layout = self.layout.decide(candidates, context)
+        outline_used = self.use_outline and len([e for e in context.outline if e[1].strip()]) >= 2
+        outline = self.outline_filter.decide(candidates, context) if outline_used else None
+        pool = heading_pool(candidates, context.blocks)
+        if not pool.members:
+            return outline or layout
+        pool_layout = pool_decisions(pool, layout.decisions)
+        pool_outline = (
+            pool_decisions(pool, outline.decisions, outline.promoted) if outline else None
+        )
+        feats = candidate_features(pool.members, context, pool_layout, pool_outline)
+        mode = self.model.mode(outline is not None)
+        p_heading = mode.heading.probability(feats.x)
+        decided = decide_with_scores(
+            pool.members,
+            pool_layout,
+            pool_outline,
+            p_heading,
+            mode.level.probability(feats.x),
+            mode.level.classes,
+            mode.threshold,
+            style_keys(feats.x) if mode.style_vote else None,
+        )
+        decisions = [Decision(None, "unset") for _ in candidates]
+        probabilities = [0.0 for _ in candidates]
+        in_pool = {c.index for c in pool.members}
+        promoted = {
+            i: d for i, d in (outline.promoted if outline else {}).items() if i not in in_pool
+        }
+        for member, pos, d, p in zip(
+            pool.members, pool.candidate_pos, decided, p_heading, strict=True
+        ):
+            if pos is not None:
+                decisions[pos] = d
+                probabilities[pos] = float(p)
+            elif d.level is not None:
+                promoted[member.index] = d
+        return SectionDecisions(
+            decisions=decisions,
+            outline_only=outline.outline_only if outline else [],
+            promoted=promoted,
+            probabilities=probabilities,
+        )
+
+
+def section_filter(
+    outline: list[tuple[int, str, int]], use_outline: bool, model_path: str | Path = MODEL_PATH
+) -> SectionFilter:
+    """The learned filter, or the rule filter (with a warning) when the model cannot load."""
+    model = _cached_model(str(model_path))
+    if model is None:
+        return choose_filter(outline, use_outline)
+    return LearnedSectionFilter(model, use_outline)

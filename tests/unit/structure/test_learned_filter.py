@@ -1,0 +1,190 @@
+"""The learned section filter: deterministic training, a committed model that loads without
+the training extras, the rules as fallback, the LLM refiner reviewing the least certain
+candidates first. Real HiPS books from the shared data."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from operators.structure import learned_filter
+from operators.structure.assemble import extract_headings, structure_blocks
+from operators.structure.learned_filter import (
+    MODEL_PATH,
+    LearnedSectionFilter,
+    load_model,
+    section_filter,
+)
+from operators.structure.llm_refiner import LLMSectionFilter
+from operators.structure.sections import LayoutSectionFilter
+from tests.fakes import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[3]
+SMALL_BOOKS = ("6-traditional-medicines", "aegis-or-achilles-heel")
+
+
+def _hips_pdf(shared_data: Path, prefix: str) -> Path:
+    pdfs = sorted((shared_data / "hips" / "PDFs").glob(f"{prefix}*.pdf"))
+    if not pdfs:
+        pytest.skip(f"no HiPS book {prefix}* in the shared data")
+    return pdfs[0]
+
+
+@pytest.fixture(scope="module")
+def small_books(shared_data):
+    from benchmarks.section_data import extract_book
+    from operators.eval.heading_gold import load_hips_gold
+
+    books = []
+    for prefix in SMALL_BOOKS:
+        pdf = _hips_pdf(shared_data, prefix)
+        books.append(extract_book("hips", pdf, load_hips_gold(pdf.stem)))
+    return books
+
+
+def test_training_is_deterministic(small_books):
+    """Same books, same seed: the same model file, byte for byte; another seed differs
+    nowhere it must not (the file still parses)."""
+    from benchmarks.train_section_model import build_model
+
+    first = json.dumps(build_model(small_books, 0, None), sort_keys=True)
+    second = json.dumps(build_model(small_books, 0, None), sort_keys=True)
+    assert first == second
+    model = learned_filter.parse_model(json.loads(first))
+    assert model.off.heading.trees and model.on.level.trees
+    hashes = [b["pdf_sha256"] for b in json.loads(first)["training"]["books"]]
+    assert len(hashes) == 2 and all(len(h) == 64 for h in hashes)
+
+
+def test_exported_trees_score_like_scikit_learn(small_books):
+    """The numpy evaluator of the exported trees gives scikit-learn's probabilities."""
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from benchmarks.train_section_model import LEVEL_PARAMS, _level_rows, export_trees
+
+    x, y = _level_rows(small_books, "off")
+    clf = HistGradientBoostingClassifier(**LEVEL_PARAMS, early_stopping=False, random_state=0)
+    clf.fit(x, y)
+    ours = learned_filter.TreeEnsemble.from_json(export_trees(clf)).probability(x)
+    assert np.allclose(ours, clf.predict_proba(x), atol=1e-4)
+
+
+def test_committed_model_loads_without_training_extras(shared_data):
+    """A fresh interpreter where scikit-learn cannot be imported loads the committed model
+    and finds headings with it, with no warning."""
+    pdf = _hips_pdf(shared_data, SMALL_BOOKS[1])
+    code = f"""
+import sys, warnings
+sys.modules["sklearn"] = None  # importing it raises ImportError
+sys.modules["lightgbm"] = None
+warnings.simplefilter("error")
+from operators.structure.learned_filter import load_model, section_filter, LearnedSectionFilter
+model = load_model()
+assert model.training["books"], "the model file records its training books"
+assert "cv" in model.training
+assert isinstance(section_filter([], False), LearnedSectionFilter)
+from operators.structure.assemble import extract_headings
+headings = extract_headings({str(pdf)!r}, use_outline=False)
+assert len(headings) >= 10, headings
+assert "sklearn" not in {{k for k, v in sys.modules.items() if v is not None}}
+print(len(headings))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_committed_model_records_its_training_data():
+    data = json.loads(MODEL_PATH.read_text())
+    books = data["training"]["books"]
+    assert len(books) >= 20
+    assert all(len(b["pdf_sha256"]) == 64 and len(b["gold_sha256"]) == 64 for b in books)
+    cv = data["training"]["cv"]
+    assert cv["pooled"]["learned-outline"]["f1"] > 0
+
+
+@pytest.mark.parametrize("content", [None, b"", b"{not json", b'{"format": "other"}', b"\xff\xfe"])
+def test_missing_or_corrupt_model_falls_back_to_the_rules(tmp_path, shared_data, content):
+    path = tmp_path / "section_model.json"
+    if content is not None:
+        path.write_bytes(content)
+    learned_filter._cached_model.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="using the layout rules"):
+            chosen = section_filter([], False, model_path=path)
+    finally:
+        learned_filter._cached_model.cache_clear()
+    assert isinstance(chosen, LayoutSectionFilter)
+
+
+def test_a_truncated_model_is_refused(tmp_path):
+    data = json.loads(MODEL_PATH.read_text())
+    tree = data["modes"]["off"]["heading"]["trees"][0]
+    tree["left"] = tree["left"][:-1]
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(learned_filter.ModelFileError):
+        load_model(path)
+
+
+def test_fallback_headings_are_the_rules(tmp_path, shared_data):
+    """With no model the indexer's headings are exactly the layout rules'."""
+    pdf = _hips_pdf(shared_data, SMALL_BOOKS[1])
+    rules = extract_headings(str(pdf), use_outline=False, section_filter_kind="rules")
+    learned_filter._cached_model.cache_clear()
+    original = learned_filter.MODEL_PATH
+    try:
+        learned_filter.MODEL_PATH = tmp_path / "missing.json"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chosen = section_filter([], False, model_path=learned_filter.MODEL_PATH)
+        assert any("using the layout rules" in str(w.message) for w in caught)
+        assert isinstance(chosen, LayoutSectionFilter)
+    finally:
+        learned_filter.MODEL_PATH = original
+        learned_filter._cached_model.cache_clear()
+    assert rules
+
+
+def test_llm_refiner_reviews_the_least_certain_first(shared_data):
+    """Given the learned filter's probabilities, the model sees the candidates nearest the
+    threshold first, each with its p_title, and only max_candidates of them."""
+    import pymupdf
+
+    from operators.models import ModelConfig
+    from operators.models.openai_compatible import OpenAIBackend
+    from operators.parsing.parse import document_metadata, parse_pages
+
+    pdf = _hips_pdf(shared_data, SMALL_BOOKS[1])
+    with pymupdf.open(str(pdf)) as doc:
+        meta = document_metadata(doc)
+        blocks = parse_pages(doc, 0, doc.page_count).blocks
+    base = LearnedSectionFilter(load_model(), use_outline=False)
+
+    def echo(body: dict) -> str:
+        cands = json.loads(body["messages"][-1]["content"])["candidates"]
+        return json.dumps({"decisions": [{"index": c["index"], "level": 0} for c in cands]})
+
+    fake = FakeOpenAI(echo)
+    try:
+        config = ModelConfig(backend="openai", base_url=fake.url, model="fake", max_retries=0)
+        refiner = LLMSectionFilter(OpenAIBackend(config), base, batch_size=5, max_candidates=10)
+        structure_blocks(copy.deepcopy(blocks), meta["n_pages"], [], False, refiner)
+    finally:
+        fake.close()
+    sent = [
+        c for body in fake.chats for c in json.loads(body["messages"][-1]["content"])["candidates"]
+    ]
+    assert len(sent) == 10 and len(fake.chats) == 2
+    margins = [abs(c["p_title"] - 0.5) for c in sent]
+    # The first batch holds the five least certain, the second the next five.
+    assert max(margins[:5]) <= min(margins[5:]) + 0.01
+    assert refiner.errors == []
