@@ -46,7 +46,9 @@ from operators.structure.sections import CONTINUES, Candidate
 MAX_RELATIVE_LEVEL = 4
 THRESHOLD = 0.5  # when there are too few books to choose one
 INNER_FOLDS = 3
-STYLE_VOTE = True  # levels voted per style (learned_filter.decide_with_scores)
+# Levels voted per style (learned_filter.decide_with_scores): CV level accuracy 0.521 against
+# 0.524 per candidate with the outline off, so not used.
+STYLE_VOTE = False
 HEADING_PARAMS = {
     "max_iter": 150,
     "learning_rate": 0.1,
