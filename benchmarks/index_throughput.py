@@ -160,7 +160,7 @@ def run_bookindex(
     from pipelines.index_pipeline import run_index
 
     log("starting Ray (num_cpus=2) ...")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     rows = {}
     try:
