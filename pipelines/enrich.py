@@ -24,6 +24,7 @@ from operators.graph.resolution import model_selector
 from operators.kinds import FAILED, IMAGE, ROOT, SECTION
 from operators.models import ModelError, is_generative
 from operators.models.prompts import IMAGE_PROMPT
+from operators.query.documents import chunk_sentences
 from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import encode_vectors, from_json, to_json
 from pipelines.run_stats import peak_memory_mb
@@ -89,6 +90,7 @@ class EnrichStage(ModelStage):
             t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
         ]
         vectors = self.backend.embed(texts)
+        counts, sentence_vectors = self._sentence_vectors(rows, node_lists)
         embed_s = time.perf_counter() - started
         t0 = time.perf_counter()
         extractions = [
@@ -108,17 +110,44 @@ class EnrichStage(ModelStage):
             "n_nodes": len(flat),
         }
         out = []
-        node_offset = name_offset = 0
-        for row, nodes, extraction, errors in zip(
-            rows, node_lists, extractions, image_errors, strict=True
+        node_offset = name_offset = sentence_offset = 0
+        for row, nodes, extraction, errors, doc_counts in zip(
+            rows, node_lists, extractions, image_errors, counts, strict=True
         ):
             extraction.errors[:0] = errors
             doc_vectors = vectors[node_offset : node_offset + len(nodes)]
             node_offset += len(nodes)
             doc_names = name_vectors[name_offset : name_offset + len(extraction.entities)]
             name_offset += len(extraction.entities)
+            n_sentences = sum(c for c in doc_counts if c)
+            doc_sentences = sentence_vectors[sentence_offset : sentence_offset + n_sentences]
+            sentence_offset += n_sentences
+            row = dict(
+                row,
+                sentence_counts=to_json(doc_counts),
+                sentence_vectors=encode_vectors(doc_sentences),
+            )
             out.append(self._row(row, nodes, doc_vectors, extraction, doc_names, batch_facts))
         return pa.Table.from_pylist(out)
+
+    def _sentence_vectors(
+        self, rows: list[dict], node_lists: list[list[dict]]
+    ) -> tuple[list[list[int | None]], np.ndarray]:
+        """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
+        time in one call for the batch, so that a query embeds only its question: per document
+        the count per node (None: a PDF's node, whose leaf vector is the chunk's), and the
+        vectors in node order."""
+        counts, texts = [], []
+        for row, nodes in zip(rows, node_lists, strict=True):
+            if row.get("source") != "passage":
+                counts.append([None] * len(nodes))
+                continue
+            found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
+            counts.append([len(f) for f in found])
+            texts += [t for f in found for t in f]
+        if not texts:
+            return counts, np.zeros((0, self.backend.dim), np.float32)
+        return counts, np.asarray(self.backend.embed(texts), np.float32)
 
     def _row(
         self,

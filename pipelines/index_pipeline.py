@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from operators.config import BookindexConfig, ConfigError
@@ -52,6 +53,7 @@ class Summary:
     skipped: int = 0
     needs_ocr: int = 0
     pages: int = 0
+    passages: int = 0  # passages of JSONL corpora indexed (they have no pages)
     nodes: int = 0
     entities: int = 0
     seconds: float = 0.0
@@ -62,7 +64,7 @@ class Summary:
     stats: dict = field(default_factory=dict)
 
     def counts(self) -> dict:
-        names = ("ok", "failed", "skipped", "needs_ocr", "pages", "nodes", "entities")
+        names = ("ok", "failed", "skipped", "needs_ocr", "pages", "passages", "nodes", "entities")
         names += ("rebuilt", "stale_kept")  # documents another build made (provenance.py)
         return dict({n: getattr(self, n) for n in names}, seconds=round(self.seconds, 3))
 
@@ -118,6 +120,7 @@ def run_index(
 
     doc_rows: list[dict] = []
     if todo:
+        lance_store.check_columns(out_dir, NODES)
         run = _RayRun(config, Path(out_dir), driver, width)
         doc_rows, summary.entities = run.index(todo, passages, replaced)
     elif replaced:
@@ -135,6 +138,7 @@ def run_index(
         setattr(summary, row["status"], getattr(summary, row["status"]) + 1)
         if row["status"] != FAILED:
             summary.pages += row["n_pages"]
+            summary.passages += int(row.get("source") == "passage")
         summary.nodes += row["n_nodes"]
     summary.failures = failures
     with driver.phase("layout_graph_backfill") as phase:  # indexes built before the graph
@@ -226,15 +230,32 @@ def node_rows(batch: pa.Table, width: int) -> pa.Table:
         vectors = None
         if has_vectors and nodes:
             vectors = decode_vectors(batch.column("node_vectors")[i].as_py(), len(nodes), width)
+        sentences = _sentence_rows(batch, i, len(nodes), width)
         for j, node in enumerate(nodes):
             node["doc_id"] = doc_id
             node["summary"] = node.get("summary")
             node["vector"] = vectors[j].tolist() if vectors is not None else None
+            node["sentence_vectors"] = sentences[j]
             rows.append(node)
     schema = nodes_schema(width)
     if not rows:
         return schema.empty_table()
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _sentence_rows(batch: pa.Table, i: int, n_nodes: int, width: int) -> list:
+    """Row ``i``'s sentence vectors per node (lists of vectors; None where not counted)."""
+    if "sentence_counts" not in batch.column_names:
+        return [None] * n_nodes
+    counts = from_json(batch.column("sentence_counts")[i].as_py(), [None] * n_nodes)
+    total = sum(c for c in counts if c)
+    raw = batch.column("sentence_vectors")[i].as_py() if total else b""
+    flat = decode_vectors(raw, total, width) if total else np.zeros((0, width), np.float32)
+    out, at = [], 0
+    for count in counts:
+        out.append(None if count is None else flat[at : at + count].tolist())
+        at += count or 0
+    return out
 
 
 class _RayRun:
@@ -268,7 +289,7 @@ class _RayRun:
             phase["rows_out"] = per_doc.count()
         _delete(self.out_dir, replaced)
         enrich = self.config.index.enrich
-        heavy = [c for c in HEAVY if enrich or c != "node_vectors"]
+        heavy = [c for c in HEAVY if enrich or c not in ("node_vectors", "sentence_vectors")]
         doc_rows = per_doc.drop_columns(heavy).take_all()
         if enrich and self.width is None:  # a new index, an endpoint embedder: as it answered
             self.width = doc_rows[0]["vector_width"]

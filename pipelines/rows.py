@@ -79,6 +79,9 @@ DOCUMENT_FIELDS = {
 ENRICH_FIELDS = {
     "nodes": "(rewritten) with the figure descriptions a vision model made",
     "node_vectors": "float32 bytes: one vector per node, in node order",
+    "sentence_counts": "JSON list: per node, the sentences Chunk-Zoom ranks (a passage's "
+    "leaves; operators.query.documents.chunk_sentences), or null (a PDF's nodes)",
+    "sentence_vectors": "float32 bytes: one vector per counted sentence, in node order",
     "vector_width": "the width of every vector of the row (the embedder's)",
     "entities": "JSON list: the entities after resolution within the document "
     "(name, type, description, aliases, node_ids, structural_key)",
@@ -91,7 +94,7 @@ ENRICH_FIELDS = {
     "stage_tokens": "JSON object: stage → model tokens",
 }
 # What the driver leaves in Ray: per node or per edge, too big to collect.
-HEAVY = ("nodes", "edges", "communities", "node_vectors")
+HEAVY = ("nodes", "edges", "communities", "node_vectors", "sentence_vectors")
 
 
 def to_json(value: Any) -> str:

@@ -92,10 +92,16 @@ def write_stats(out_dir: str | Path, stats: dict) -> Path:
 
 
 def summary_line(stats: dict) -> str:
+    """The job's summary; its rate in pages/s, and in passages/s where passages were indexed
+    (a passage has no pages)."""
     s = stats["summary"]
-    rate = s["pages"] / s["seconds"] if s["seconds"] > 0 else 0.0
+    per_s = lambda n: n / s["seconds"] if s["seconds"] > 0 else 0.0  # noqa: E731
+    passages = s.get("passages", 0)
+    rates = [f"{per_s(s['pages']):.1f} pages/s"] if s["pages"] or not passages else []
+    rates += [f"{per_s(passages):.1f} passages/s"] if passages else []
+    counts = f"pages={s['pages']}" + (f" passages={passages}" if passages else "")
     return (
         f"documents ok={s['ok']} failed={s['failed']} skipped={s['skipped']} "
-        f"needs_ocr={s['needs_ocr']} | pages={s['pages']} nodes={s['nodes']} "
-        f"entities={s['entities']} | {s['seconds']:.1f}s, {rate:.1f} pages/s"
+        f"needs_ocr={s['needs_ocr']} | {counts} nodes={s['nodes']} "
+        f"entities={s['entities']} | {s['seconds']:.1f}s, {', '.join(rates)}"
     )

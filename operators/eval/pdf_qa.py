@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from operators.eval.progress import Progress
 from operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
 from operators.query.bookrag import fallbacks
 from operators.query.engine import QueryEngine
@@ -39,6 +40,7 @@ def evaluate_pdf_method(
     engine: QueryEngine, questions: list[dict], method: str, k: int
 ) -> list[dict]:
     rows = []
+    progress = Progress(method, len(questions))
     for question in questions:
         started = time.perf_counter()
         result = engine.answer(question["question"], method, question["doc"], k)
@@ -65,6 +67,7 @@ def evaluate_pdf_method(
         matched = score_unit_list(question, baseline, None)
         row.update({f"dense_{key}": value for key, value in matched.items()})
         rows.append(row)
+        progress.done()
     return rows
 
 

@@ -1,7 +1,8 @@
 """The document-level view of a read model: what passage retrieval and ZoomRAG work on.
 
 For PDFs a document is a PDF and its chunks are its tree leaves in reading order; for passage
-corpora a document is a passage and its chunks are its sentences (ZoomRAG's setting). A
+corpora a document is a passage and its chunks are its sentences (ZoomRAG's setting; their
+vectors are written by the index job, ``chunk_sentences``: a query embeds only the question). A
 document's vector is the read model's ``doc_vectors`` row (the normalised mean of its leaf
 vectors; a passage: its one paragraph's).
 
@@ -23,9 +24,25 @@ import scipy.sparse as sp
 
 from operators.graph.entity_linking import EntityLinker, sentences, strip_accents, title_links
 from operators.graph.resolution import normalise_name
+from operators.kinds import LEAF_KINDS
 from operators.query.read_model import ReadModel
 
 TITLE_ENTITY = "title:"  # id prefix of the title entities of a passage corpus
+REINDEX = (
+    "re-index it into a new directory (python -m jobs.index_corpus CORPUS --out NEW_DIR): "
+    "the index job now stores the vectors of the sentences Chunk-Zoom ranks"
+)
+
+
+class StaleIndexError(ValueError):
+    """The index lacks what the query side needs (built by an older index job)."""
+
+
+def chunk_sentences(kind: str, text: str | None, title: str | None) -> list[str]:
+    """The chunks Chunk-Zoom ranks of one node of a passage: the sentences of a leaf's text
+    (else its title); none for a non-leaf. The index job embeds exactly these
+    (``pipelines.enrich``), the view splits them again when it reads the index."""
+    return sentences(text or title or "") if kind in LEAF_KINDS else []
 
 
 @dataclass
@@ -36,7 +53,7 @@ class Chunk:
     sec_id: int
     para_idx: int
     page: int
-    vector: np.ndarray | None = None  # the leaf's vector from the index (None: a sentence)
+    vector: np.ndarray | None = None  # from the index: the leaf's, or the sentence's
 
 
 @dataclass
@@ -54,6 +71,7 @@ class DocumentView:
     passage: list[bool] = field(default_factory=list)
     n_index_entities: int = -1  # entities from the index; title entities follow (-1: all)
     title_entity: np.ndarray | None = None  # per document: its own title entity, -1 none
+    sentence_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # leaf → (n, dim)
     _linker: EntityLinker | None = None
     _query_linker: EntityLinker | None = None
 
@@ -100,6 +118,9 @@ class DocumentView:
             passage=passage,
             n_index_entities=n_index,
             title_entity=np.where(own_title >= 0, n_index + own_title, -1),
+            sentence_vectors={
+                model.node_ids[p]: rows for p, rows in model.sentence_vectors.items()
+            },
         )
 
     @property
@@ -125,15 +146,24 @@ class DocumentView:
         return self._query_linker
 
     def chunks(self, doc: int) -> list[Chunk]:
-        """A passage's sentences, or a PDF's leaves, in reading order."""
+        """A passage's sentences, or a PDF's leaves, in reading order, with their stored
+        vectors (StaleIndexError: a passage whose sentence vectors the index lacks)."""
         leaves = self.leaves.get(doc, [])
         if not self.passage[doc]:
             return leaves
         out = []
         for leaf in leaves:
+            texts = sentences(leaf.text)
+            stored = self.sentence_vectors.get(leaf.node_id)
+            if stored is None or len(stored) != len(texts):
+                raise StaleIndexError(
+                    f"passage {self.names[doc]!r} has no stored sentence vectors "
+                    f"({'none' if stored is None else len(stored)} for {len(texts)} sentences): "
+                    + REINDEX
+                )
             out += [
-                Chunk(doc, s, leaf.node_id, leaf.sec_id, leaf.para_idx, leaf.page)
-                for s in sentences(leaf.text)
+                Chunk(doc, s, leaf.node_id, leaf.sec_id, leaf.para_idx, leaf.page, v)
+                for s, v in zip(texts, stored, strict=True)
             ]
         return out
 

@@ -18,6 +18,7 @@ sections (``operators.config``).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -66,13 +67,16 @@ class QueryEngine:
             self._retrieval = Retrieval(self.zoom)
         return self._retrieval
 
-    def warm_up(self) -> None:
-        """Build the lazy parts (walk graph, BM25 indexes, linkers) before threads share them."""
+    def warm_up(self, passage_methods: Sequence[str] | None = None) -> None:
+        """Build the lazy parts (embedding model, walk graph, BM25 indexes, linkers) before
+        threads share them or a timed run starts; ``passage_methods``: only those of passage
+        retrieval (default: every method of both APIs)."""
         _ = self.zoom.engine
-        for method in ("dense", "bm25"):
+        for method in passage_methods or ("dense", "bm25", "zoom"):
             self.retrieval.retrieve(["warm up"], method, 1)
-        for method in ("bookrag", "zoom"):
-            self.answer("warm up", method)
+        if passage_methods is None:
+            for method in ("bookrag", "zoom"):
+                self.answer("warm up", method)
 
     # ---- the API ----------------------------------------------------------------------------
     def answer(

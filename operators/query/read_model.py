@@ -53,6 +53,7 @@ COLUMNS: dict[str, list[str]] = {
         "order",
         "bbox",
         "vector",
+        "sentence_vectors",
     ],
     "entities": ["entity_id", "name", "type", "aliases"],
     "mentions": ["entity_id", "node_id"],
@@ -60,6 +61,9 @@ COLUMNS: dict[str, list[str]] = {
     "edges": ["src_node", "dst_node", "type"],
     "communities": ["node_id", "community"],
 }
+# Columns an index built by an older job lacks; the reader leaves them out there (the view
+# then says what to do: ``operators.query.documents.StaleIndexError``).
+OPTIONAL_COLUMNS: dict[str, list[str]] = {"nodes": ["sentence_vectors"]}
 
 
 @dataclass
@@ -124,6 +128,8 @@ class ReadModel:
     relations: sp.csr_matrix  # (n_entities, n_entities) symmetric weights
     edges: dict[str, tuple[np.ndarray, np.ndarray]]  # type → (src positions, dst positions)
     community: np.ndarray  # node → community within its document, −1 when unknown
+    # a passage leaf's position → its sentences' stored vectors (n_sentences, dim), as stored
+    sentence_vectors: dict[int, np.ndarray] = field(default_factory=dict)
     backend: ModelBackend | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _position: dict[str, int] = field(default_factory=dict)
@@ -280,7 +286,8 @@ def _build(tables: IndexTables) -> ReadModel:
     entity, mention, relation, edge and community arrays over those nodes."""
     documents = _documents(tables.documents)
     doc_position = {d.doc_id: d.position for d in documents}
-    nodes = pl.from_arrow(tables.nodes.select(COLUMNS["nodes"]))
+    columns = [c for c in COLUMNS["nodes"] if c != "sentence_vectors"]
+    nodes = pl.from_arrow(tables.nodes.select(columns)).with_row_index("row")
     nodes = nodes.filter(pl.col("doc_id").is_in(list(doc_position)))
     nodes = nodes.with_columns(
         pl.col("doc_id").replace_strict(doc_position, return_dtype=pl.Int32).alias("doc")
@@ -321,6 +328,7 @@ def _build(tables: IndexTables) -> ReadModel:
         relations=_relations(tables.relations, column),
         edges=_edges(tables.edges, position),
         community=_communities(tables.communities, position),
+        sentence_vectors=_sentence_vectors(tables.nodes, nodes["row"].to_numpy()),
     )
 
 
@@ -359,6 +367,23 @@ def _stored_vectors(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
             out[i] = v
             has[i] = True
     return out, has
+
+
+def _sentence_vectors(table: pa.Table, rows: np.ndarray) -> dict[int, np.ndarray]:
+    """Per node position (``rows``: each position's row in ``table``), the stored vectors of
+    its sentences; nodes without (PDF nodes, an index built before they were stored) absent."""
+    if "sentence_vectors" not in table.column_names:
+        return {}
+    column = table.column("sentence_vectors").take(pa.array(rows, pa.int64())).combine_chunks()
+    if column.null_count == len(column):
+        return {}
+    offsets = column.offsets.to_numpy()
+    inner = column.values  # one sentence vector per entry (fixed or variable width)
+    flat = inner.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    width = flat.size // max(len(inner), 1)
+    flat = flat.reshape(len(inner), width)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    return {int(p): flat[offsets[p] : offsets[p + 1]] for p in np.flatnonzero(valid).tolist()}
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:

@@ -33,9 +33,10 @@ titles first: a question names the subject of its first hop by the title of its 
 older, Sid Haig or Vic Darchinyan?"); the walk spreads a named entity's mass over every passage
 that mentions it, and the title passage, one of many, can fall out of the top ranks.
 
-Chunk-Zoom ranks the chunks of each query's documents (a PDF's leaves with their stored vectors,
-a passage's sentences embedded here), linked to the entities of their document that their text
-names, from the Doc-Zoom entity scores.
+Chunk-Zoom ranks the chunks of each query's documents (a PDF's leaves, a passage's sentences:
+both with vectors the index job stored, so a query embeds only its question), linked to the
+entities of their document that their text names, from the Doc-Zoom entity scores; the
+queries of a batch are solved together (``WalkEngine.chunk_zoom``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from operators.models import ModelBackend
-from operators.query.documents import Chunk, DocumentView
+from operators.query.documents import REINDEX, Chunk, DocumentView, StaleIndexError
 from operators.walks.engine import WalkEngine, unit_rows
 from operators.walks.topk import top_k_rows
 
@@ -217,7 +218,7 @@ class Zoom:
             vectors.append(
                 np.concatenate([v for _, v, _ in query_docs])
                 if chunks
-                else np.zeros((0, self.backend.dim), np.float32)
+                else np.zeros((0, self.view.doc_vectors.shape[1]), np.float32)
             )
             docs.append(np.asarray([c.doc for c in chunks], np.int64))
             rows, cols = [], []
@@ -248,19 +249,21 @@ class Zoom:
         return out
 
     def _load_chunks(self, docs: list[int]) -> None:
-        """Cache each document's chunks, their vectors and the entities each names. A PDF
-        leaf's vector comes from the index; the chunks without one (a passage's sentences) of
-        all the documents not cached yet are embedded in one call, not one call per document."""
-        todo = [d for d in docs if d not in self._chunk_cache]
-        chunk_lists = [self.view.chunks(d) for d in todo]
-        missing = [c for chunks in chunk_lists for c in chunks if c.vector is None]
-        embedded = iter(self.backend.embed([c.text for c in missing]) if missing else [])
-        for doc, chunks in zip(todo, chunk_lists, strict=True):
-            rows = [c.vector if c.vector is not None else next(embedded) for c in chunks]
+        """Cache each document's chunks, their stored vectors (a PDF leaf's, a passage
+        sentence's: written by the index job, nothing is embedded here) and the entities each
+        names. StaleIndexError: a chunk without a stored vector (an older index, or one built
+        without enrich)."""
+        for doc in (d for d in docs if d not in self._chunk_cache):
+            chunks = self.view.chunks(doc)
+            if any(c.vector is None for c in chunks):
+                raise StaleIndexError(
+                    f"document {self.view.names[doc]!r} has chunks without stored vectors "
+                    "(an index built without enrich): " + REINDEX
+                )
             vectors = (
-                np.asarray(rows, np.float32).reshape(len(chunks), -1)
+                np.asarray([c.vector for c in chunks], np.float32).reshape(len(chunks), -1)
                 if chunks
-                else np.zeros((0, self.backend.dim), np.float32)
+                else np.zeros((0, self.view.doc_vectors.shape[1]), np.float32)
             )
             own = set(self.view.doc_entity[doc].indices.tolist())
             entities = [[e for e in self.view.linker.link(c.text) if e in own] for c in chunks]

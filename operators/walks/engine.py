@@ -395,29 +395,60 @@ class WalkEngine:
         return self._finish(r, config.top_docs if k is None else k)
 
     # ---- Chunk-Zoom -------------------------------------------------------------------------
-    def chunk_graph(
-        self, chunk_vectors: Any, chunk_doc: Any, chunk_entity: Any, omega: float, sigma: float
-    ) -> tuple[Any, np.ndarray]:
-        """Column-normalised B̃ ((l+h)×(l+h), dense, chunks first) and the h local entity ids."""
+    def chunk_graphs(
+        self,
+        chunk_vectors: Sequence[Any],
+        chunk_doc: Sequence[Any],
+        chunk_entity: Sequence[Any],
+        omega: float,
+        sigma: float,
+    ) -> tuple[Any, list[np.ndarray], int]:
+        """The column-normalised B̃ of every query at once, as one padded stack (B, L, L):
+        query b's chunks at rows 0..l_b−1, its h_b local entities at rows Lc..Lc+h_b−1 (Lc:
+        the most chunks of any query); padding rows and columns are zero, so they carry no
+        mass. Also each query's local entity ids, and Lc."""
         b, xp = self.backend, self.backend.xp
-        c = unit_rows(xp, b.asarray(chunk_vectors, F64))
-        n = c.shape[0]
-        doc, pos = np.asarray(chunk_doc).ravel(), np.zeros(n)
-        for d in np.unique(doc):  # position in reading order within the chunk's document
-            pos[doc == d] = np.arange(int((doc == d).sum()))
-        p = b.asarray(pos, F64)
-        bt = b.asarray(doc[:, None] == doc[None, :], F64)
-        bt *= xp.exp(-((p[:, None] - p[None, :]) ** 2) / (2 * sigma * sigma))
-        bs = xp.exp(c @ c.T)
-        bcc = omega * bt / bt.sum(axis=0) + (1 - omega) * bs / bs.sum(axis=0)
-        bcc = bcc / bcc[bcc > 0].mean()  # chunk block rescaled to mean weight 1 (like 0/1 block)
-        er, ec = _indicator(chunk_entity, n)
-        ents, loc = np.unique(ec, return_inverse=True)
-        big = xp.zeros((n + ents.size,) * 2, dtype=F64)
-        big[:n, :n] = bcc
-        big[xp.asarray(er), xp.asarray(loc + n)] = 1
-        big[xp.asarray(loc + n), xp.asarray(er)] = 1
-        return big / big.sum(axis=0), ents
+        nq = len(chunk_vectors)
+        sizes = [int(np.asarray(d).size) for d in chunk_doc]
+        lc = max(sizes, default=0)
+        dim = next((np.shape(v)[-1] for v, n in zip(chunk_vectors, sizes, strict=True) if n), 1)
+        vec = np.zeros((nq, lc, dim))
+        doc = np.full((nq, lc), -1, np.int64)
+        pos = np.zeros((nq, lc))
+        links, local = [], []
+        for q, (v, d, e, n) in enumerate(
+            zip(chunk_vectors, chunk_doc, chunk_entity, sizes, strict=True)
+        ):
+            d = np.asarray(d, np.int64).ravel()
+            vec[q, :n] = _host(v)
+            doc[q, :n] = d
+            # position in reading order within the chunk's document
+            order = np.argsort(d, kind="stable")
+            starts = np.searchsorted(d[order], d[order])
+            pos[q, order] = np.arange(n) - starts
+            er, ec = _indicator(e, n)
+            ents, loc = np.unique(ec, return_inverse=True)
+            local.append(ents)
+            links.append((np.full(er.size, q), er, loc))
+        h = max((e.size for e in local), default=0)
+        c = unit_rows(xp, b.asarray(vec, F64))
+        docs, p = xp.asarray(doc), b.asarray(pos, F64)
+        valid = docs >= 0
+        pair = valid[:, :, None] & valid[:, None, :]
+        bt = (docs[:, :, None] == docs[:, None, :]) & pair
+        bt = bt * xp.exp(-((p[:, :, None] - p[:, None, :]) ** 2) / (2 * sigma * sigma))
+        bs = xp.exp(xp.matmul(c, c.transpose(0, 2, 1))) * pair
+        bcc = omega * bt * _inv(xp, bt.sum(axis=1))[:, None, :]
+        bcc += (1 - omega) * bs * _inv(xp, bs.sum(axis=1))[:, None, :]
+        positive = bcc > 0  # chunk block rescaled to mean weight 1 (like the 0/1 block)
+        mean = (bcc * positive).sum(axis=(1, 2)) * _inv(xp, positive.sum(axis=(1, 2)))
+        big = xp.zeros((nq, lc + h, lc + h), dtype=F64)
+        big[:, :lc, :lc] = bcc * _inv(xp, mean)[:, None, None]
+        if links:
+            qs, rows, cols = (xp.asarray(np.concatenate(a)) for a in zip(*links, strict=True))
+            big[qs, rows, cols + lc] = 1
+            big[qs, cols + lc, rows] = 1
+        return big * _inv(xp, big.sum(axis=1))[:, None, :], local, lc
 
     def chunk_zoom(
         self,
@@ -430,30 +461,36 @@ class WalkEngine:
         """Per query (sequences indexed by query; entity_scores B×n_e from Doc-Zoom): the top
         ceil(keep·l) chunk indices by stationary score y = β(I − (1−β)B̃)⁻¹y⁽⁰⁾, ranked, and
         their scores (β, keep, ω, σ: the config's). B̃ is dense (semantic links join all chunk
-        pairs), so each system is a dense LU solve; queries are solved together as padded
-        (g, L, L) stacks."""
+        pairs): the queries of a batch are built as one padded stack (``chunk_graphs``) and
+        solved together, in groups of at most ``BLOCK_ELEMS`` entries, by the Neumann series
+        y = β Σ_t ((1−β)B̃)ᵗ y⁽⁰⁾ (B̃ column-stochastic: the error after t terms is at most
+        (1−β)ᵗ of the total mass; iterated to 1e-15 of it, the LU solve's precision) — batched
+        matrix–vector products instead of one LU factorisation per query."""
         config = config or self.config
         beta, omega, sigma = config.beta, config.omega, config.sigma
         keep = config.keep_fraction
         xp = self.backend.xp
-        es = self.backend.asarray(entity_scores, F64).reshape(len(chunk_vectors), -1)
-        graphs = []
-        for i, args in enumerate(zip(chunk_vectors, chunk_doc, chunk_entity, strict=True)):
-            bt, ents = self.chunk_graph(*args, omega, sigma)
-            y0 = xp.concatenate([xp.zeros(bt.shape[0] - ents.size), es[i, xp.asarray(ents)]])
-            graphs.append((bt, y0, bt.shape[0] - ents.size))  # chunks start at 0
-        size = max((g[0].shape[0] for g in graphs), default=1)
-        per = max(1, BLOCK_ELEMS // (size * size))
+        nq = len(chunk_vectors)
+        es = self.backend.asarray(entity_scores, F64).reshape(nq, -1)
+        sizes = [int(np.asarray(d).size) for d in chunk_doc]
+        per = max(1, BLOCK_ELEMS // max(1, (max(sizes, default=0) + 64) ** 2))
+        terms = max(1, math.ceil(math.log(1e-15) / math.log(1 - beta)))
         res: list[tuple[np.ndarray, np.ndarray]] = []
-        for lo in range(0, len(graphs), per):  # padding rows are identity with y0 = 0
-            group = graphs[lo : lo + per]
-            mats = xp.broadcast_to(xp.eye(size, dtype=F64), (len(group), size, size)).copy()
-            rhs = xp.zeros((len(group), size, 1), dtype=F64)
-            for g, (bt, y0, _) in enumerate(group):
-                mats[g, : len(y0), : len(y0)] -= (1 - beta) * bt
-                rhs[g, : len(y0), 0] = y0
-            y = _host(beta * xp.linalg.solve(mats, rhs)[..., 0])
-            for g, (_, _, n_chunks) in enumerate(group):
+        for lo in range(0, nq, per):
+            hi = min(lo + per, nq)
+            bt, local, lc = self.chunk_graphs(
+                chunk_vectors[lo:hi], chunk_doc[lo:hi], chunk_entity[lo:hi], omega, sigma
+            )
+            y0 = xp.zeros(bt.shape[:2], dtype=F64)
+            for g, ents in enumerate(local):
+                y0[g, lc : lc + ents.size] = es[lo + g, xp.asarray(ents)]
+            y, term = beta * y0, beta * y0
+            for _ in range(terms):
+                term = (1 - beta) * xp.matmul(bt, term[:, :, None])[:, :, 0]
+                y += term
+            y = _host(y)
+            for g in range(hi - lo):
+                n_chunks = sizes[lo + g]
                 yc = y[g, :n_chunks]
                 order = np.lexsort((np.arange(n_chunks), -yc))[: math.ceil(keep * n_chunks)]
                 res.append((order, yc[order]))

@@ -90,3 +90,18 @@ def check_vector_width(index_dir: str | Path, width: int | None) -> int | None:
             "or index into a new directory"
         )
     return stored if stored is not None else width
+
+
+def check_columns(index_dir: str | Path, table: str) -> None:
+    """Refuses to write to a table an older index job made without some of today's columns
+    (Lance appends need the stored schema): the message says to re-index."""
+    if not exists(index_dir, table):
+        return
+    stored = set(lance.dataset(table_path(index_dir, table)).schema.names)
+    missing = [name for name in schema_for(table).names if name not in stored]
+    if missing:
+        raise ConfigError(
+            f"{index_dir} was built by an older index job: its {table} table lacks "
+            f"{', '.join(missing)}; re-index into a new directory (the old one still answers "
+            "queries, except where it lacks these)"
+        )

@@ -22,7 +22,7 @@ import lance
 from operators.config import BookindexConfig
 from operators.models import ModelBackend, load_backend
 from operators.query.engine import QueryEngine
-from operators.query.read_model import COLUMNS, IndexTables, ReadModel
+from operators.query.read_model import COLUMNS, OPTIONAL_COLUMNS, IndexTables, ReadModel
 from pipelines.store import lance_store, recovery
 from pipelines.store.schemas import DOCUMENTS
 
@@ -34,11 +34,22 @@ def read_index(index_dir: str | Path) -> IndexTables:
     documents = lance_store.read_table(index_dir, DOCUMENTS, COLUMNS["documents"])
     committed = recovery.committed_doc_ids(index_dir, documents)
     tables = {
-        name: recovery.read_committed(index_dir, name, columns, committed)
+        name: recovery.read_committed(
+            index_dir, name, _present(index_dir, name, columns), committed
+        )
         for name, columns in COLUMNS.items()
         if name != "documents"
     }
     return IndexTables(documents=documents, **tables)
+
+
+def _present(index_dir: str | Path, table: str, columns: list[str]) -> list[str]:
+    """``columns`` without the optional ones the stored table lacks (an older index)."""
+    optional = OPTIONAL_COLUMNS.get(table, [])
+    if not optional or not lance_store.exists(index_dir, table):
+        return columns  # no table yet: its empty read has every column
+    stored = set(lance.dataset(lance_store.table_path(index_dir, table)).schema.names)
+    return [c for c in columns if c not in optional or c in stored]
 
 
 def open_read_model(index_dir: str | Path, backend: ModelBackend | None = None) -> ReadModel:

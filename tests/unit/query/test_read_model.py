@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from operators.query.bm25 import Bm25
-from operators.query.documents import TITLE_ENTITY, DocumentView
+from operators.query.documents import TITLE_ENTITY, DocumentView, StaleIndexError
 from operators.query.read_model import COLUMNS, IndexTables, ReadModel
 from operators.query.registry import PASSAGE, PASSAGE_METHODS, QUERY, QUERY_METHODS, evaluated
 
@@ -36,9 +36,10 @@ def _tables() -> IndexTables:
         common = {"doc_id": doc_id, "page_start": 0, "page_end": 0, "sec_id": 0}
         nodes.append(dict(common, node_id=f"{doc_id}:0", kind="root", order=0, level=0))
         vector = (rng.normal(size=4) * 3).astype(np.float32).tolist()  # not unit length
+        sentence = (rng.normal(size=4)).astype(np.float32).tolist()  # its one sentence's
         nodes.append(
             dict(common, node_id=f"{doc_id}:1", parent_id=f"{doc_id}:0", kind="text", order=1,
-                 text=text, para_idx=1, vector=vector)
+                 text=text, para_idx=1, vector=vector, sentence_vectors=[sentence])
         )  # fmt: skip
     entities = [{"entity_id": "e1", "name": "Hank Snow", "type": "PERSON", "aliases": ["Snow"]}]
     mentions = [{"entity_id": "e1", "node_id": n} for n in ("d1:1", "ghost:1", "dx:1")]
@@ -81,6 +82,18 @@ def test_document_view_is_derived_from_the_node_arrays(model):
     assert linked[1] == titles  # names "Hank Snow", is "Hello Love (song)"
     assert [view.entity_ids[e] for e in view.title_entity] == titles
     assert [c.text for c in view.chunks(0)] == ["He sang Hello Love in 1952."]
+    stored = _tables().nodes.column("sentence_vectors").to_pylist()[1][0]
+    np.testing.assert_array_equal(view.chunks(0)[0].vector, np.asarray(stored, np.float32))
+
+
+def test_an_index_without_sentence_vectors_asks_for_a_re_index():
+    """An index from before the index job stored sentence vectors: the read model opens, and
+    Chunk-Zoom over a passage says to re-index instead of embedding at query time."""
+    tables = _tables()
+    tables.nodes = tables.nodes.drop_columns(["sentence_vectors"])
+    view = DocumentView.from_read_model(ReadModel.from_tables(tables))
+    with pytest.raises(StaleIndexError, match="re-index"):
+        view.chunks(0)
 
 
 def test_one_bm25_scores_and_ranks_alike():
