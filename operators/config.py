@@ -208,6 +208,9 @@ class QueryConfig(Section):
     ladrag_budget: int = Field(
         2, ge=1, description="LAD-RAG: evidence units at most, as a multiple of k"
     )
+    ladrag_max_rounds: int = Field(
+        20, ge=1, description="LAD-RAG agent: tool rounds at most (paper: 20)"
+    )
 
     @model_validator(mode="after")
     def _within_max_k(self) -> QueryConfig:

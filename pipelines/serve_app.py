@@ -1,7 +1,8 @@
 """The Ray Serve application: an HTTP/JSON ingress (FastAPI, OpenAPI at /docs) in front of the
 engine deployment, whose replicas each hold one query engine (``operators.query.engine``: one
 read model of the index, one walk engine, one model backend) serving both endpoints, and batch
-concurrent ``/retrieve`` requests into one step (``@serve.batch``).
+concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of its own
+(``@serve.batch``).
 
     POST /retrieve {"query": "..." | "queries": [...], "k": 10, "method": "zoom|bm25|dense"}
     POST /query    {"question": "...", "method": "auto|bookrag|deepread|zoom|ladrag|dense|
@@ -202,7 +203,7 @@ def portable(config: BookindexConfig) -> dict:
 @serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=4 * DEFAULT_MAX_BATCH)
 class RetrievalEngine:
     """Holds one query engine (read model, walk graph, model backend) for both endpoints;
-    concurrent /retrieve requests share one step."""
+    concurrent /retrieve requests share one step, and so do concurrent /query requests."""
 
     def __init__(
         self,
@@ -217,6 +218,8 @@ class RetrievalEngine:
         self.config = load_config(overrides=overrides)
         self.index_dir = index_dir
         self.retrieve.set_max_batch_size(self.config.serve.max_batch)
+        self.query.set_max_batch_size(self.config.serve.max_batch)
+        self.query_batches = self.max_query_batch = 0
         self.version = _index_version(index_dir)
         started = time.perf_counter()
         self.engine = self._open()
@@ -287,11 +290,22 @@ class RetrievalEngine:
             time.sleep(interval_s)
             self._reload()  # a failure is recorded in reload_failure and logged
 
-    async def query(self, request: dict) -> dict:
-        """One question through the query API (the agents run one question at a time; requests
-        run side by side in threads, each on the engine that was open when it started). A
-        failure is this request's own: a result with ``failed`` set."""
+    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=0.005)
+    async def query(self, requests: list[dict]) -> list[dict]:
+        """Concurrent /query requests as one batch through the query API (``answer_many``:
+        one embedding call, dense and zoom questions scored together, the agents one after
+        another), on the engine that was open when the batch started. When the batch fails,
+        each request alone: a failure is that request's own (``{"failed": ...}``)."""
+        self.query_batches += 1
+        self.max_query_batch = max(self.max_query_batch, len(requests))
         engine = self.engine
+        try:
+            return await asyncio.to_thread(engine.answer_many, requests)
+        except Exception:
+            logging.getLogger("ray.serve").exception("query batch failed; answering alone")
+        return [await self._query_alone(engine, request) for request in requests]
+
+    async def _query_alone(self, engine, request: dict) -> dict:
         try:
             return await asyncio.to_thread(
                 engine.answer, request["question"], request["method"], request["doc"], request["k"]
@@ -393,6 +407,8 @@ class RetrievalEngine:
             "batches": self.batches,
             "max_batch": self.max_batch,
             "failed_requests": self.failed_requests,
+            "query_batches": self.query_batches,
+            "max_query_batch": self.max_query_batch,
             "index_version": self.version,
             "reloads": self.reloads,
         }

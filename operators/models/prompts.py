@@ -257,3 +257,36 @@ REACT_PROMPT = (
     "arguments (retrieve: query; read_section: doc, sec_id, start, end; toc: doc; "
     "answer: answer). Read before you answer; cite nothing you did not read."
 )
+
+# ---- LAD-RAG's retriever agent (operators/query/ladrag.py: agent_loop; LAD-RAG §2.2, Fig. 12) --
+
+LADRAG_ACTIONS = ("semantic_search", "graph_filter", "contextualize", "answer")
+LADRAG_ACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thought": {"type": "string"},
+        "action": {"type": "string", "enum": list(LADRAG_ACTIONS)},
+        "query": {"type": "string"},
+        "spec": {"type": "object"},
+        "node_id": {"type": "string"},
+        "answer": {"type": "string"},
+        "node_ids": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["thought", "action"],
+}
+LADRAG_AGENT_PROMPT = (
+    "You retrieve the evidence for a question from a document held as a graph of nodes "
+    "(paragraphs, lists, tables, images, captions, formulas, sections) with their text, page "
+    "and section. Prefer recall over precision: when the question asks about all the tables "
+    "or figures of some kind, take them all. Each turn, reply with JSON: thought, action and "
+    "its arguments.\n"
+    "- semantic_search: query (a string) → the nodes closest in meaning;\n"
+    "- graph_filter: spec, an object with any of doc, kinds (list of {kinds}), page_from, "
+    'page_to, sec_id, section_title_contains, section_number (e.g. "3.2"), text_contains, '
+    "has_caption, min_tokens, limit → the nodes matching every condition, in reading order;\n"
+    "- contextualize: node_id (of a node you were shown) → its layout neighbours (caption, "
+    "references, continuation) and the other members of its community;\n"
+    "- answer: answer (short) and node_ids (the evidence you keep, best first; default: "
+    "everything you were shown) — this ends the search.\n"
+    "You have at most {rounds} turns."
+)

@@ -191,12 +191,8 @@ def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> Too
     answer = None
     for _ in range(max_rounds):
         started = time.perf_counter()
-        try:
-            step = index.backend.complete(messages, schema=_ACTION_SCHEMA)
-        except ModelError as exc:  # what was read so far is the evidence; the rules answer
-            failed = _step("error", {"error": str(exc)}, 0, started)
-            record_fallback(failed.setdefault("fallbacks", []), "ReAct", exc)
-            trace.append(failed)
+        step = next_action(index.backend, messages, _ACTION_SCHEMA, trace)
+        if step is None:
             break
         action = step.get("action")
         if action == "answer":
@@ -217,6 +213,22 @@ def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> Too
     else:
         how = "generated"
     return ToolRunResult(positions, [seen[p] for p in positions], answer, how, trace)
+
+
+def next_action(
+    backend, messages: list[dict], schema: dict, trace: list[dict], label: str = "ReAct"
+) -> dict | None:
+    """The model's next step of a tool loop (DeepRead, LAD-RAG); None when the model failed
+    (the failure is traced: the loop stops there)."""
+    started = time.perf_counter()
+    try:
+        step = backend.complete(messages, schema=schema)
+    except ModelError as exc:  # what was read so far is the evidence; the rules answer
+        failed = _step("error", {"error": str(exc)}, 0, started)
+        record_fallback(failed.setdefault("fallbacks", []), label, exc)
+        trace.append(failed)
+        return None
+    return step if isinstance(step, dict) else {"action": None, "reply": step}
 
 
 def _act(tools: DeepReadTools, step: dict, seen: dict[int, float], k: int) -> tuple[str, int]:

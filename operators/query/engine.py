@@ -17,6 +17,7 @@ sections (``operators.config``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -83,39 +84,81 @@ class QueryEngine:
         self, question: str, method: str = "auto", doc: str | None = None, k: int | None = None
     ) -> dict:
         """One question, ``k`` evidence units (default ``QueryConfig.k``)."""
+        return self.answer_many([{"question": question, "method": method, "doc": doc, "k": k}])[0]
+
+    def answer_many(self, requests: list[dict]) -> list[dict]:
+        """Many questions (dicts with question, method, doc, k); results in the same order,
+        each as ``answer`` gives it alone. Answered as a batch: the questions' vectors in one
+        embedding call; dense and zoom questions together (one scoring pass, one Doc-Zoom
+        walk and one Chunk-Zoom solve for all of them); the agents (BookRAG, DeepRead,
+        LAD-RAG) one question after another on the prefetched vectors. A question that fails
+        unexpectedly gets its own error; the others are answered."""
         started = time.perf_counter()
+        jobs, results = [], []
+        for request in requests:
+            job = self._prepare(request)
+            results.append(job[0])
+            if job[1] is not None:
+                jobs.append(job)
+        if jobs and self.model.backend is not None:
+            # one call, cached; on failure each method meets the error on its own question
+            with contextlib.suppress(Exception):
+                self.model.embed([question for _, question, *_ in jobs])
+        batched = {"dense": self._dense_many, "zoom": self._zoom_many}
+        for method in sorted({job[2] for job in jobs}):
+            group = [job for job in jobs if job[2] == method]
+            if method in batched:
+                self._isolated(batched[method], group)
+            else:
+                for job in group:
+                    self._isolated(self._run_one, [job])
+        for result, *_ in jobs:
+            evidence = result.pop("_evidence", ([], []))
+            result["evidence"] = [self.evidence_row(p, s) for p, s in zip(*evidence, strict=True)]
+            if not evidence[0] and not result.get("answer"):
+                result["error"] = result.get("error") or "nothing in the index matches the question"
+            result["timings"]["total_s"] = round(time.perf_counter() - started, 4)
+        return results
+
+    def _prepare(self, request: dict) -> tuple:
+        """(result, question, method, doc position, k); question None when the request is
+        answered already (an error)."""
+        question, method = request.get("question", ""), request.get("method") or "auto"
+        doc, k = request.get("doc"), request.get("k")
         k = self.config.query.k if k is None else k
         result = _empty(question, method, doc)
         problem = self._check(question, method, k)
         if problem:
             result["error"] = problem
-            return result
+            return result, None, None, None, k
         try:
             position = self.model.find_document(doc) if doc else None
         except KeyError as exc:
             result["error"] = str(exc.args[0])
-            return result
+            return result, None, None, None, k
         question = question.strip()
         chosen = method
         if method == "auto":
             result["query_class"] = classify(question)
             chosen = AUTO_ROUTE[result["query_class"]]
         result["method"] = chosen
-        evidence, scores = self._run(chosen, question, position, k, result)
-        result["evidence"] = [
-            self.evidence_row(p, s) for p, s in zip(evidence, scores, strict=True)
-        ]
-        if not evidence and not result.get("answer"):
-            result["error"] = result.get("error") or "nothing in the index matches the question"
-        result["timings"]["total_s"] = round(time.perf_counter() - started, 4)
-        return result
+        return result, question, chosen, position, k
 
-    def answer_many(self, requests: list[dict]) -> list[dict]:
-        """Many questions (dicts with question, method, doc, k); results in the same order."""
-        return [
-            self.answer(r.get("question", ""), r.get("method", "auto"), r.get("doc"), r.get("k"))
-            for r in requests
-        ]
+    def _isolated(self, run, group: list[tuple]) -> None:
+        """``run(group)``; when it raises, each question of the group alone, so that one bad
+        question gets the error and the others their answers."""
+        try:
+            run(group)
+        except Exception as exc:
+            if len(group) > 1:
+                for job in group:
+                    self._isolated(run, [job])
+            else:
+                group[0][0]["error"] = f"{type(exc).__name__}: {exc}"
+
+    def _run_one(self, group: list[tuple]) -> None:
+        for result, question, method, position, k in group:
+            result["_evidence"] = self._run(method, question, position, k, result)
 
     def evidence_row(self, position: int, score: float) -> dict:
         model = self.model
@@ -151,22 +194,16 @@ class QueryEngine:
     def _run(
         self, method: str, question: str, doc: int | None, k: int, result: dict
     ) -> tuple[list[int], list[float]]:
+        """An agent (BookRAG, DeepRead, LAD-RAG) on one question."""
         started = time.perf_counter()
-        if method == "dense":
-            evidence, scores = self.dense(question, doc, k)
-            result["plan"] = ["Dense_TopK"]
-        elif method == "zoom":
-            evidence, scores = self.zoom_evidence(question, doc, k, result)
+        out = self._agent(method, question, doc, k)
+        result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
+        if isinstance(out, bookrag_agent.AgentResult):
+            result.update(query_class=out.query_class, plan=out.plan)
         else:
-            out = self._agent(method, question, doc, k)
-            evidence, scores = out.evidence, out.scores
-            result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
-            if isinstance(out, bookrag_agent.AgentResult):
-                result.update(query_class=out.query_class, plan=out.plan)
-            else:
-                result["plan"] = [s["op"] for s in out.trace]
+            result["plan"] = [s["op"] for s in out.trace]
         result["timings"][method + "_s"] = round(time.perf_counter() - started, 4)
-        return list(evidence), list(scores)
+        return list(out.evidence), list(out.scores)
 
     def _agent(
         self, method: str, question: str, doc: int | None, k: int
@@ -185,39 +222,82 @@ class QueryEngine:
                 return deepread.react_loop(tools, question, k, query.deepread_max_rounds)
             return deepread.offline_policy(tools, question, k)
         tools = ladrag.LadRagTools(model, doc)
+        if is_generative(model.backend):
+            budget = query.ladrag_budget * k
+            return ladrag.agent_loop(tools, question, k, query.ladrag_max_rounds, budget)
         return ladrag.offline_policy(tools, question, k, query.ladrag_budget * k)
 
     def dense(self, question: str, doc: int | None, k: int) -> tuple[list[int], list[float]]:
         """The baseline: top-k leaves by cosine to the question."""
-        leaves = self.model.leaves(doc)
-        vector = self.model.embed([question])[0]
-        scores = self.model.dense_scores(vector, leaves)
-        top = np.lexsort((leaves, -scores))[:k]
-        return leaves[top].tolist(), scores[top].tolist()
+        return self.dense_many([question], [doc], [k])[0]
 
-    def zoom_evidence(
-        self, question: str, doc: int | None, k: int, result: dict
-    ) -> tuple[list[int], list[float]]:
-        """ZoomRAG (``operators.query.zoom``): Doc-Zoom over the corpus gives the documents and
-        the entity scores; Chunk-Zoom over those documents' chunks (a PDF's leaves, a passage's
-        sentences) picks the evidence: the leaf of each chunk, best first, once. With ``doc``
-        the chunks come from that document only."""
+    def dense_many(
+        self, questions: list[str], docs: list[int | None], ks: list[int]
+    ) -> list[tuple[list[int], list[float]]]:
+        """The baseline for a batch: one embedding call, one product of the batch's vectors
+        with every leaf's, then per question the top k of its scope (its document, or all)."""
+        leaves = self.model.leaves()
+        scores = self.model.vectors[leaves] @ self.model.embed(questions).T  # leaves × batch
+        out = []
+        for column, doc, k in zip(scores.T, docs, ks, strict=True):
+            lo, hi = 0, len(leaves)
+            if doc is not None:
+                lo, hi = np.searchsorted(leaves, self.model.doc_range(doc))
+            scope, found = leaves[lo:hi], column[lo:hi]
+            top = np.lexsort((scope, -found))[:k]
+            out.append((scope[top].tolist(), found[top].tolist()))
+        return out
+
+    def _dense_many(self, group: list[tuple]) -> None:
+        started = time.perf_counter()
+        found = self.dense_many([j[1] for j in group], [j[3] for j in group], [j[4] for j in group])
+        seconds = round(time.perf_counter() - started, 4)
+        for (result, *_), evidence in zip(group, found, strict=True):
+            result.update(plan=["Dense_TopK"], _evidence=evidence)
+            result["timings"].update(dense_s=seconds, batch=len(group))
+
+    def _zoom_many(self, group: list[tuple]) -> None:
+        started = time.perf_counter()
+        found = self.zoom_many([j[1] for j in group], [j[3] for j in group], [j[4] for j in group])
+        seconds = round(time.perf_counter() - started, 4)
+        for (result, *_), (evidence, trace) in zip(group, found, strict=True):
+            result["trace"] += trace
+            if len(trace) == 2:
+                result["plan"] = ["Doc_Zoom", "Chunk_Zoom"]
+            result["_evidence"] = evidence
+            result["timings"].update(zoom_s=seconds, batch=len(group))
+
+    def zoom_many(
+        self, questions: list[str], docs: list[int | None], ks: list[int]
+    ) -> list[tuple[tuple[list[int], list[float]], list[dict]]]:
+        """ZoomRAG (``operators.query.zoom``) for a batch: Doc-Zoom over the corpus gives the
+        documents and the entity scores (one walk for the batch); Chunk-Zoom over those
+        documents' chunks (a PDF's leaves, a passage's sentences) picks the evidence (one
+        solve for the batch): the leaf of each chunk, best first, once. A question asked of
+        one document takes its chunks from that document only. Per question: (evidence
+        positions, scores) and its trace."""
         zoom = self.zoom
-        vector = self.model.embed([question])
-        ids, _, entity_scores = zoom.doc_zoom([question], vector)
-        docs = [doc] if doc is not None else [int(d) for d in ids[0]]
-        result["trace"].append({"op": "Doc_Zoom", "out": len(docs)})
-        n_chunks = sum(len(zoom.chunks(d)) for d in docs)
-        if n_chunks == 0:
-            return [], []
-        ranked = zoom.chunk_zoom([docs], entity_scores[:1])[0]
-        result["trace"].append({"op": "Chunk_Zoom", "in": n_chunks, "out": len(ranked)})
-        result["plan"] = ["Doc_Zoom", "Chunk_Zoom"]
-        best: dict[int, float] = {}
-        for chunk, score in ranked:
-            best.setdefault(self.model.position(chunk.node_id), score)
-        evidence = list(best)[:k]
-        return evidence, [best[p] for p in evidence]
+        vectors = self.model.embed(questions)
+        ids, _, entity_scores = zoom.doc_zoom(questions, vectors)
+        doc_lists = [
+            [doc] if doc is not None else [int(d) for d in row]
+            for doc, row in zip(docs, ids, strict=True)
+        ]
+        ranked = zoom.chunk_zoom(doc_lists, entity_scores)
+        out = []
+        for doc_list, chunks, k in zip(doc_lists, ranked, ks, strict=True):
+            trace = [{"op": "Doc_Zoom", "out": len(doc_list)}]
+            n_chunks = sum(len(zoom.chunks(d)) for d in doc_list)
+            if n_chunks == 0:
+                out.append((([], []), trace))
+                continue
+            trace.append({"op": "Chunk_Zoom", "in": n_chunks, "out": len(chunks)})
+            best: dict[int, float] = {}
+            for chunk, score in chunks:
+                best.setdefault(self.model.position(chunk.node_id), score)
+            evidence = list(best)[:k]
+            out.append(((evidence, [best[p] for p in evidence]), trace))
+        return out
 
 
 def _empty(question: Any, method: str, doc: str | None) -> dict:

@@ -7,19 +7,30 @@
   code: LAD-RAG lets the model write Python against the graph; we do not execute anything.
 - ``contextualize(node)``: the node's layout neighbourhood (part_of, next, caption_of,
   references, continues) and the other members of its Louvain community.
+
+Policies: ``agent_loop`` (a generative backend picks a tool per round, JSON schema
+``prompts.LADRAG_ACTION_SCHEMA``, at most ``QueryConfig.ladrag_max_rounds`` rounds — LAD-RAG's
+20 — until it answers; a malformed action or a tool's error goes back to it as the
+observation), ``offline_policy`` (deterministic: ``graph_filter`` when the question names
+pages, sections, kinds of node — tables, figures — or asks for a count, ``structural_spec``;
+``semantic_search`` otherwise, ``search_policy``; then ``contextualize`` the best hits).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from operators.kinds import NODE_KINDS, STRUCTURE_KINDS
+from operators.kinds import CAPTION, IMAGE, NODE_KINDS, STRUCTURE_KINDS, TABLE
+from operators.models.prompts import LADRAG_ACTION_SCHEMA, LADRAG_AGENT_PROMPT, chat
 from operators.query.bookrag_ops import reduce_answer
-from operators.query.deepread import ToolRunResult
+from operators.query.deepread import ToolRunResult, next_action
+from operators.query.rules import global_spec, modalities, numbered_references, parse_pages
 from operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
@@ -44,6 +55,7 @@ class FilterSpec(BaseModel):
     page_to: int | None = Field(default=None, ge=1)
     sec_id: int | None = Field(default=None, ge=0)  # the node is in this section's subtree
     section_title_contains: str | None = None
+    section_number: str | None = Field(default=None, pattern=r"^[A-Za-z0-9]\d*(\.\d+)*$")
     text_contains: str | None = Field(default=None, min_length=1)
     has_caption: bool | None = None
     min_tokens: int | None = Field(default=None, ge=0)
@@ -107,7 +119,7 @@ class LadRagTools:
             keep &= index.page_start[positions] <= f.page_to
         if f.min_tokens is not None:
             keep &= np.array([len(index.text[p].split()) >= f.min_tokens for p in positions])
-        if f.sec_id is not None or f.section_title_contains:
+        if f.sec_id is not None or f.section_title_contains or f.section_number:
             inside = self._sections(positions, f)
             keep &= np.isin(positions, inside)
         if f.text_contains:
@@ -129,6 +141,8 @@ class LadRagTools:
                 continue
             title = index.title[p].lower()
             if f.section_title_contains and f.section_title_contains.lower() not in title:
+                continue
+            if f.section_number and not _numbered(title, f.section_number.lower()):
                 continue
             roots.append(p)
         if not roots:
@@ -154,7 +168,7 @@ class LadRagTools:
         }
 
 
-def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
+def search_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
     """Search, then contextualize: semantic_search top-k; each hit brings its caption/captioned
     node, referenced nodes and continuation, then its closest community member; the budget caps
     the evidence (hits rank first)."""
@@ -167,6 +181,57 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
     top = np.lexsort((positions, -scores))[:k]
     hits = [(int(positions[i]), float(scores[i])) for i in top]
     trace.append({"op": "semantic_search", "out": len(hits), "s": _since(started)})
+    return _contextualized(tools, query, vector, hits, budget, trace)
+
+
+def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
+    """``graph_filter`` with the spec the question implies (``structural_spec``: pages,
+    sections, tables or figures, counts), its matches ranked by their text scores to the
+    question (a count keeps up to three budgets of them: counting needs them all), then
+    contextualized; a question that names no structure, or whose filter matches nothing,
+    goes to ``search_policy``."""
+    index = tools.index
+    spec, count = structural_spec(query)
+    if spec is None:
+        return search_policy(tools, query, k, budget)
+    started = time.perf_counter()
+    try:
+        matched = np.asarray(tools.graph_filter(spec), np.int64)
+    except FilterSpecError:
+        matched = np.zeros(0, np.int64)
+    matched = matched[~np.isin(index.kind[matched], STRUCTURE_KINDS)] if matched.size else matched
+    matched = _kind_captions(index, matched, spec)
+    trace = [
+        {
+            "op": "graph_filter",
+            "args": spec.model_dump(exclude_none=True, exclude_defaults=True),
+            "out": int(matched.size),
+            "s": _since(started),
+        }
+    ]
+    if matched.size == 0:
+        result = search_policy(tools, query, k, budget)
+        result.trace[:0] = trace
+        return result
+    vector = index.embed([query])[0]
+    scores = text_scores(index, query, matched, vector)
+    keep = min(matched.size, 3 * budget if count else k)
+    top = np.lexsort((matched, -scores))[:keep]
+    hits = [(int(matched[i]), float(scores[i])) for i in top]
+    return _contextualized(tools, query, vector, hits, max(budget, keep), trace)
+
+
+def _contextualized(
+    tools: LadRagTools,
+    query: str,
+    vector: np.ndarray,
+    hits: list[tuple[int, float]],
+    budget: int,
+    trace: list[dict],
+) -> ToolRunResult:
+    """Each hit brings its caption/captioned node, referenced nodes and continuation, then its
+    closest community member, until ``budget`` units; hits rank first."""
+    index = tools.index
     evidence: dict[int, float] = dict(hits)
     started = time.perf_counter()
     for hit, score in hits:
@@ -188,6 +253,214 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
     ranked = sorted(evidence, key=lambda p: (-evidence[p], p))[:budget]
     answer, how = reduce_answer(index, query, ranked)
     return ToolRunResult(ranked, [evidence[p] for p in ranked], answer, how, trace)
+
+
+# ---- what a question names of the document's structure ----------------------------------------
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5}
+_ORDINAL_PAGE = re.compile(r"\b(first|second|third|fourth|fifth)\s+page\b", re.IGNORECASE)
+_TITLED_SECTION = re.compile(
+    r"\bthe\s+([A-Z][\w-]+(?:\s+[A-Z][\w-]+){0,3})\s+(?:section|chapter)\b"
+)
+_SECTION_NUMBER = re.compile(r"^[A-Za-z0-9]\d*(\.\d+)*$")
+
+
+def structural_spec(question: str) -> tuple[FilterSpec | None, bool]:
+    """The graph_filter spec a question implies, and whether it asks for a count, read with
+    the question rules BookRAG uses (``operators.query.rules``): pages ("page 5", "pages 3-4";
+    also "the first page"), sections ("Section 3.2", the "Related Work" section), kinds
+    ("tables", "figures", "charts": table / image nodes and their captions), a numbered object
+    ("Table 2": the nodes whose text names it). None: it names no structure (a count alone
+    does not make one: "how many people ..." is a search)."""
+    plan = global_spec(question)
+    fields: dict = {}
+    for f in plan["filters"]:
+        if f["filter_type"] == "page" and "page_from" not in fields:
+            pages = parse_pages(f["filter_value"])
+            if pages:
+                fields.update(page_from=max(1, pages[0]), page_to=max(1, pages[1]))
+        elif f["filter_type"] == "section" and f["filter_value"] and "sec" not in fields:
+            value = str(f["filter_value"]).strip()
+            key = "section_number" if _SECTION_NUMBER.match(value) else "section_title_contains"
+            fields.update({key: value, "sec": True})
+    if "page_from" not in fields and (ordinal := _ORDINAL_PAGE.search(question)):
+        fields["page_from"] = fields["page_to"] = _ORDINALS[ordinal.group(1).lower()]
+    if "sec" not in fields and (titled := _TITLED_SECTION.search(question)):
+        fields["section_title_contains"] = titled.group(1)
+    fields.pop("sec", None)
+    named = numbered_references(question)
+    if named:
+        kind, number = named[0]
+        fields["text_contains"] = f"{'Table' if kind == TABLE else 'Figure'} {number}"
+    else:
+        kinds = sorted(modalities(question), key=lambda m: m != TABLE)
+        if kinds:
+            fields["kinds"] = [*kinds, CAPTION]
+    count = plan["operation"] == "COUNT"
+    if not fields:
+        return None, count
+    return FilterSpec(**fields, limit=10_000), count
+
+
+def _kind_captions(index: ReadModel, positions: np.ndarray, spec: FilterSpec) -> np.ndarray:
+    """Captions kept only where they caption the kind asked for ("Table 3: ..." for tables)."""
+    if not spec.kinds or CAPTION not in spec.kinds or positions.size == 0:
+        return positions
+    words = []
+    if TABLE in spec.kinds:
+        words.append("tab")
+    if IMAGE in spec.kinds:
+        words += ["fig", "chart", "graph", "image", "photo", "map", "diagram", "plot", "exhibit"]
+    keep = [
+        index.kind[p] != CAPTION or index.node_text(int(p)).strip().lower().startswith(tuple(words))
+        for p in positions
+    ]
+    return positions[np.asarray(keep, bool)]
+
+
+def _numbered(title: str, number: str) -> bool:
+    """A section title that starts with ``number`` ("3.2 Data", "3.2. Data", "Section 3.2")."""
+    title = title.strip().lower()
+    for prefix in ("section ", "chapter ", "appendix ", "§"):
+        if title.startswith(prefix):
+            title = title[len(prefix) :].strip()
+    return title.startswith(number) and not title[len(number) : len(number) + 1].isdigit()
+
+
+# ---- LAD-RAG's agent ------------------------------------------------------------------------------
+SHOWN_NODES = 20  # nodes an observation lists
+SHOWN_CHARS = 300  # characters of each node's text
+
+
+def agent_loop(
+    tools: LadRagTools, query: str, k: int, max_rounds: int, budget: int
+) -> ToolRunResult:
+    """LAD-RAG's retriever agent (§2.2): a generative backend calls semantic_search,
+    graph_filter and contextualize, one per round, until it answers or ``max_rounds`` pass.
+    A malformed action, an invalid spec or an unknown node comes back to it as the
+    observation (the round counts). The evidence: the nodes it keeps when it answers (those
+    it was shown), else everything it was shown, by score; ``budget`` units at most."""
+    index = tools.index
+    vector = index.embed([query])[0]
+    docs = [tools.doc] if tools.doc is not None else list(range(min(5, len(index.documents))))
+    intro = "\n".join(_document_line(index, d) for d in docs)
+    system = LADRAG_AGENT_PROMPT.format(kinds=", ".join(NODE_KINDS), rounds=max_rounds)
+    messages = chat(system, f"Question: {query}\n\nDocuments:\n{intro}")
+    seen: dict[int, float] = {}
+    trace: list[dict] = []
+    answer, kept = None, None
+    for _ in range(max_rounds):
+        started = time.perf_counter()
+        step = next_action(index.backend, messages, LADRAG_ACTION_SCHEMA, trace, "LAD-RAG agent")
+        if step is None:
+            break
+        action = step.get("action")
+        if action == "answer":
+            answer = str(step.get("answer") or "") or None
+            kept = _kept(index, step.get("node_ids"), seen)
+            trace.append(_step("answer", {"node_ids": len(kept or [])}, 1, started))
+            break
+        observation, n, args = _agent_act(tools, step, query, vector, seen, k)
+        trace.append(_step(str(action), args, n, started))
+        messages.append({"role": "assistant", "content": json.dumps(step)})
+        messages.append({"role": "user", "content": f"Observation:\n{observation[:6000]}"})
+    ranked = kept or sorted(seen, key=lambda p: (-seen[p], p))
+    ranked = ranked[:budget]
+    how = "generated"
+    if answer is None:
+        answer, how = reduce_answer(index, query, ranked)
+    return ToolRunResult(ranked, [seen.get(p, 0.0) for p in ranked], answer, how, trace)
+
+
+def _agent_act(
+    tools: LadRagTools, step, question: str, vector: np.ndarray, seen: dict[int, float], k: int
+) -> tuple[str, int, dict]:
+    """One tool call of the agent: (observation, nodes returned, the call's arguments)."""
+    index = tools.index
+    action = step.get("action")
+    if action is None:
+        return "error: reply with one JSON object (thought, action, arguments)", 0, {}
+    try:
+        if action == "semantic_search":
+            query = step.get("query")
+            if not isinstance(query, str) or not query.strip():
+                raise ValueError("semantic_search needs a non-empty 'query' string")
+            found = tools.semantic_search(query, k)
+            args: dict = {"query": query}
+        elif action == "graph_filter":
+            spec = parse_filter_spec(step.get("spec"))
+            args = {"spec": spec.model_dump(exclude_none=True, exclude_defaults=True)}
+            positions = tools.graph_filter(spec)
+            scores = text_scores(index, question, np.asarray(positions, np.int64), vector)
+            found = [(p, float(s)) for p, s in zip(positions, scores, strict=True)]
+        elif action == "contextualize":
+            node_id = step.get("node_id")
+            args = {"node_id": node_id}
+            position = _position(index, node_id)
+            if position is None:
+                raise ValueError(f"no node {node_id!r}: give the node_id of a node you were shown")
+            context = tools.contextualize(position, vector)
+            base = seen.get(position, 0.0)
+            linked = [p for ps in context["neighbours"].values() for p in ps]
+            found = [
+                (p, 0.5 * base)
+                for p in dict.fromkeys(linked + context["community_members"])
+                if index.kind[p] not in STRUCTURE_KINDS
+            ]
+        else:
+            return (
+                f"error: unknown action {action!r}; choose one of semantic_search, "
+                "graph_filter, contextualize, answer",
+                0,
+                {},
+            )
+    except (FilterSpecError, ValueError, TypeError, KeyError, IndexError) as exc:
+        return f"error: {exc}", 0, {}
+    for p, score in found:
+        seen[p] = max(seen.get(p, float("-inf")), score)
+    rows = [_node_row(index, p, score) for p, score in found[:SHOWN_NODES]]
+    more = f"\n... and {len(found) - SHOWN_NODES} more" if len(found) > SHOWN_NODES else ""
+    return f"{len(found)} nodes:\n" + "\n".join(rows) + more, len(found), args
+
+
+def _node_row(index: ReadModel, position: int, score: float) -> str:
+    return json.dumps(
+        {
+            "node_id": index.node_ids[position],
+            "kind": str(index.kind[position]),
+            "page": int(index.page_start[position]),
+            "sec_id": int(index.sec_id[position]),
+            "text": index.node_text(position)[:SHOWN_CHARS],
+            "score": round(score, 4),
+        }
+    )
+
+
+def _document_line(index: ReadModel, doc: int) -> str:
+    d = index.documents[doc]
+    sections = [e.get("title", "") for e in index.toc(doc) if e.get("level", 1) <= 1][:30]
+    return f"{d.name}: {d.n_pages} pages; top-level sections: " + "; ".join(sections)
+
+
+def _kept(index: ReadModel, node_ids, seen: dict[int, float]) -> list[int] | None:
+    """The node_ids the agent keeps that it was shown, in its order (None: it named none)."""
+    if not isinstance(node_ids, list):
+        return None
+    kept = [_position(index, n) for n in node_ids]
+    kept = [p for p in dict.fromkeys(kept) if p is not None and p in seen]
+    return kept or None
+
+
+def _position(index: ReadModel, node_id) -> int | None:
+    if not isinstance(node_id, str):
+        return None
+    try:
+        return index.position(node_id)
+    except KeyError:
+        return None
+
+
+def _step(tool: str, args: dict, n_out: int, started: float) -> dict:
+    return {"op": tool, "args": args, "out": n_out, "s": _since(started)}
 
 
 def _since(started: float) -> float:

@@ -20,6 +20,7 @@ rows are then scaled to unit length).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ COLUMNS: dict[str, list[str]] = {
     "edges": ["src_node", "dst_node", "type"],
     "communities": ["node_id", "community"],
 }
+EMBED_CACHE = 4096  # texts whose vectors the read model keeps (the oldest go first)
+
 # Columns an index built by an older job lacks; the reader leaves them out there (the view
 # then says what to do: ``operators.query.documents.StaleIndexError``).
 OPTIONAL_COLUMNS: dict[str, list[str]] = {"nodes": ["sentence_vectors"]}
@@ -138,6 +141,8 @@ class ReadModel:
     _ranges: list[tuple[int, int]] = field(default_factory=list)
     _linker: EntityLinker | None = None
     _lexical: Bm25 | None = None
+    _embedded: dict[str, np.ndarray] = field(default_factory=dict)  # text → unit vector
+    _embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def from_tables(cls, tables: IndexTables, backend: ModelBackend | None = None) -> ReadModel:
@@ -247,9 +252,23 @@ class ReadModel:
 
     # ---- vectors and words --------------------------------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.backend.embed(texts), np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms > 0, norms, 1.0)
+        """Unit vectors of ``texts``: those not embedded lately in one backend call, the rest
+        from a small cache (so a batch's questions, embedded together by the query engine,
+        are not embedded again by each agent)."""
+        with self._embed_lock:
+            found = {t: self._embedded.get(t) for t in texts}
+        missing = [t for t, v in found.items() if v is None]
+        if missing:
+            vectors = np.asarray(self.backend.embed(missing), np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            found.update(zip(missing, vectors / np.where(norms > 0, norms, 1.0), strict=True))
+            with self._embed_lock:
+                self._embedded.update((t, found[t]) for t in missing)
+                while len(self._embedded) > EMBED_CACHE:
+                    self._embedded.pop(next(iter(self._embedded)))
+        if not texts:
+            return np.zeros((0, self.vectors.shape[1]), np.float32)
+        return np.stack([found[t] for t in texts])
 
     def dense_scores(self, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.vectors[positions] @ np.asarray(query_vector, np.float32).ravel()

@@ -68,7 +68,9 @@ METHODS = (
     Method(
         "ladrag",
         QUERY,
-        "LAD-RAG: semantic search, then layout neighbours and community",
+        "LAD-RAG: graph filter (pages, sections, tables, figures, counts) or semantic "
+        "search, then layout neighbours and community; a model-driven agent with a "
+        "generative backend",
         sees=f"{_LEAF_VECTOR}; the layout graph and its communities",
     ),
     Method(

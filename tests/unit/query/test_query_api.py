@@ -279,3 +279,44 @@ def test_deepread_scan_window_and_walk_parameters_come_from_the_config(index, do
     n_leaves = index.leaves(doc).size
     assert result["trace"][-1]["out"] == int(np.ceil(0.2 * result["trace"][-1]["in"]))
     assert len(result["evidence"]) <= n_leaves
+
+
+@pytest.mark.parametrize(
+    ("question", "spec", "count"),
+    [
+        ("How many tables are on page 4?", {"kinds": ["table", "caption"], "page_from": 4,
+                                            "page_to": 4}, True),
+        ("What does Table 3 report?", {"text_contains": "Table 3"}, False),
+        ("Which charts are in Section 4.2?", {"kinds": ["image", "caption"],
+                                              "section_number": "4.2"}, False),
+        ("What is on pages 2-3?", {"page_from": 2, "page_to": 3}, False),
+        ("Summarise the Related Work section", {"section_title_contains": "Related Work"}, False),
+        ("How many users wrote reviews?", None, True),
+        ("What datasets are used in the study?", None, False),
+    ],
+)  # fmt: skip
+def test_structural_spec_reads_pages_sections_kinds_and_counts(question, spec, count):
+    found, counted = ladrag.structural_spec(question)
+    assert counted == count
+    if spec is None:
+        assert found is None
+    else:
+        assert found.model_dump(exclude_none=True, exclude={"limit"}) == spec
+
+
+def test_ladrag_offline_filters_the_graph_when_the_question_names_structure(engine, index, doc):
+    """Real paper: a question about the tables of page 4 goes through graph_filter and gets
+    the three tables there; one that names no structure goes through semantic_search."""
+    result = engine.answer("How many tables are on page 4?", "ladrag", PAPER, k=3)
+    assert [s["op"] for s in result["trace"]] == ["graph_filter", "contextualize"]
+    tables = [e for e in result["evidence"] if e["kind"] == "table"]
+    assert len(tables) == 3 and all(e["page"] == 4 for e in tables)
+    named = engine.answer("What does Table 3 show?", "ladrag", PAPER, k=3)
+    assert named["trace"][0]["op"] == "graph_filter"
+    assert any(e["text"].startswith("Table 3") for e in named["evidence"])
+    plain = engine.answer("What datasets are used in the study?", "ladrag", PAPER, k=3)
+    assert [s["op"] for s in plain["trace"]] == ["semantic_search", "contextualize"]
+    missing = engine.answer("What is on page 99?", "ladrag", PAPER, k=3)
+    assert [s["op"] for s in missing["trace"]] == ["graph_filter", "semantic_search",
+                                                    "contextualize"]  # fmt: skip
+    assert missing["trace"][0]["out"] == 0 and missing["evidence"]

@@ -160,3 +160,75 @@ def test_a_failing_model_in_every_step_leaves_a_trace_entry_and_the_rules_answer
                 e["node_id"] for e in alone["evidence"]
             ]
             assert result["answer"] == alone["answer"]
+
+
+# ---- LAD-RAG's agent ----------------------------------------------------------------------------
+def _rounds(config, **query):
+    return config.model_copy(update={"query": config.query.model_copy(update=query)})
+
+
+def test_ladrag_agent_filters_contextualizes_and_keeps_what_it_names(paper_tables, config, index):
+    doc = index.find_document(PAPER)
+    table = next(
+        p
+        for p in index.leaves(doc).tolist()
+        if index.kind[p] == "table" and index.page_start[p] == 4
+    )
+    actions = [
+        {"thought": "tables on page 4", "action": "graph_filter",
+         "spec": {"kinds": ["table"], "page_from": 4, "page_to": 4}},
+        {"thought": "its caption", "action": "contextualize", "node_id": index.node_ids[table]},
+        {"thought": "and by meaning", "action": "semantic_search", "query": "Receptiviti scores"},
+        {"thought": "done", "action": "answer", "answer": "three",
+         "node_ids": [index.node_ids[table], "no-such-node"]},
+    ]  # fmt: skip
+    engine, model = _engine(paper_tables, config, {"action": actions})
+    result = engine.answer("Which tables are on page 4?", "ladrag", PAPER, k=3)
+    ops = " ".join(s["op"] for s in result["trace"])
+    assert ops == "graph_filter contextualize semantic_search answer"
+    assert result["trace"][0]["out"] == 3  # the three tables of page 4 (test_query_api)
+    assert result["answer"] == "three" and result["answer_type"] == "generated"
+    # the node it kept (the unknown id dropped), nothing else
+    assert [e["node_id"] for e in result["evidence"]] == [index.node_ids[table]]
+    first = model.calls[0][0]
+    assert first[0]["role"] == "system" and "graph_filter" in first[0]["content"]
+    assert PAPER in first[1]["content"] and "Which tables are on page 4?" in first[1]["content"]
+
+
+def test_ladrag_agent_returns_errors_as_observations_and_stops_at_the_round_limit(
+    paper_tables, config
+):
+    actions = [
+        {"thought": "bad spec", "action": "graph_filter", "spec": {"kinds": ["tabel"]}},
+        {"thought": "code", "action": "graph_filter", "spec": "[n for n in doc_graph]"},
+        {"thought": "who?", "action": "contextualize", "node_id": "nowhere"},
+        {"thought": "no query", "action": "semantic_search"},
+        {"thought": "dance", "action": "dance"},
+        {"thought": "search", "action": "semantic_search", "query": "dataset statistics"},
+    ]
+    engine, model = _engine(paper_tables, _rounds(config, ladrag_max_rounds=8), {"action": actions})
+    result = engine.answer("What are the dataset statistics?", "ladrag", PAPER, k=3)
+    ops = [s["op"] for s in result["trace"]]
+    assert (
+        ops
+        == ["graph_filter", "graph_filter", "contextualize", "semantic_search", "dance"]
+        + ["semantic_search"] * 3
+    )  # the last action repeats until the 8-round limit
+    agent = [messages for messages, schema in model.calls if "action" in schema["properties"]]
+    assert len(agent) == 8 and result["error"] is None  # then Reduce asks (unscripted: rules)
+    observations = [m["content"] for m in agent[-1] if m["role"] == "user"][1:]
+    assert "kinds" in observations[0] and "JSON object" in observations[1]
+    assert "no node 'nowhere'" in observations[2] and "query" in observations[3]
+    assert "unknown action 'dance'" in observations[4]
+    assert result["evidence"] and result["answer_type"] == "extractive"  # no answer: Reduce
+    assert len(result["evidence"]) <= config.query.ladrag_budget * 3
+
+
+def test_ladrag_agent_stops_when_the_model_fails(paper_tables, config):
+    script = {"action": [{"thought": "s", "action": "semantic_search", "query": "datasets"},
+                         ModelError("not JSON after 2 retries")]}  # fmt: skip
+    engine, model = _engine(paper_tables, config, script)
+    result = engine.answer("What datasets are used?", "ladrag", PAPER, k=3)
+    assert [s["op"] for s in result["trace"]] == ["semantic_search", "error"]
+    assert sum("action" in schema["properties"] for _, schema in model.calls) == 2
+    assert result["evidence"]
