@@ -9,6 +9,15 @@ Prints the build time per backend, the max abs difference of Doc-Zoom scores (al
 entity scores of every query) and the top-10 agreement rate (mean |ids_cpu ∩ ids_gpu| / 10),
 then seconds per batch and queries/s for batch sizes 1, 16, 64, 256 side by side with the
 GPU/CPU ratio. Without a usable GPU the CPU side runs and the GPU side is reported as skipped.
+
+With ``--index DIR --questions FILE`` it also measures ZoomRAG retrieval end to end on a real
+index (``zoom_end_to_end``: the questions embedded, Doc-Zoom, Chunk-Zoom over the stored chunk
+vectors — what ``jobs.evaluate`` times), engine on CPU (walks in SciPy, embedder on CPU) and on
+GPU (walks in CuPy, embedder on CUDA) in the same run: s/query per batch size and the top-10
+agreement of the two::
+
+    python benchmarks/gpu_check.py --index idx_musique \
+        --questions ../shared/data/multihop/musique/questions.jsonl --batches 1,16,64
 """
 
 from __future__ import annotations
@@ -25,6 +34,77 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from operators.walks.engine import make_engine  # noqa: E402
+
+DEVICES = {  # the walk engine's device and the offline embedder's, per side
+    "cpu": {"walk": {"device": "cpu"}, "models": {"embed_device": "cpu"}},
+    "gpu": {"walk": {"device": "gpu"}, "models": {"embed_device": "cuda"}},
+}
+
+
+def zoom_end_to_end(
+    open_engine, questions: list[str], batches: list[int], k: int = 10
+) -> dict[str, dict]:
+    """ZoomRAG retrieval end to end on each device ``open_engine(device)`` opens an engine
+    for (None: that device is missing, skipped): per device the warm-up seconds, s/query per
+    batch size (each after the warm-up; the chunk cache cleared before every timed batch, so
+    each batch reads its chunks as a cold query would), and the ranked ids of every question
+    (for the agreement of the devices)."""
+    out: dict[str, dict] = {}
+    for device in DEVICES:
+        engine = open_engine(device)
+        if engine is None:
+            continue
+        started = time.perf_counter()
+        engine.warm_up(["zoom"])
+        row: dict = {"warm_up_s": time.perf_counter() - started, "s_per_query": {}}
+        retrieval = engine.retrieval
+        for batch in batches:
+            seconds, n = 0.0, 0
+            for lo in range(0, len(questions) - batch + 1, batch):
+                engine.zoom._chunk_cache.clear()
+                started = time.perf_counter()
+                retrieval.retrieve(questions[lo : lo + batch], "zoom", k)
+                engine.walk.backend.sync()
+                seconds, n = seconds + time.perf_counter() - started, n + batch
+            row["s_per_query"][batch] = seconds / max(n, 1)
+        hits = retrieval.retrieve(questions, "zoom", k)
+        row["ranked"] = [[h.id for h in found] for found in hits]
+        out[device] = row
+    return out
+
+
+def print_end_to_end(results: dict[str, dict], batches: list[int]) -> None:
+    for device, row in results.items():
+        print(f"zoom end to end, {device}: warm-up {row['warm_up_s']:.1f} s")
+    if "gpu" not in results:
+        print("zoom end to end, gpu: skipped (no usable GPU)")
+    else:
+        cpu, gpu = results["cpu"]["ranked"], results["gpu"]["ranked"]
+        agree = [len(set(a) & set(b)) / max(len(a), 1) for a, b in zip(cpu, gpu, strict=True)]
+        print(f"zoom end to end: top-10 agreement {np.mean(agree):.4f} over {len(agree)} questions")
+    print(f"{'batch':>6} " + " ".join(f"{d + ' s/query':>14}" for d in results))
+    for batch in batches:
+        cells = " ".join(f"{results[d]['s_per_query'][batch]:>14.4f}" for d in results)
+        print(f"{batch:>6} {cells}", flush=True)
+
+
+def _index_engines(index: str):
+    """``open_engine(device)`` for ``zoom_end_to_end`` over an index on disk."""
+    from operators.config import load_config
+    from pipelines.store.reader import open_engine
+
+    def opened(device: str):
+        try:
+            engine = open_engine(index, load_config(overrides=DEVICES[device]))
+            engine.model.embed(["is the embedder on this device?"])
+            return engine
+        except Exception as exc:  # no CuPy, no CUDA: that side is skipped
+            if device == "cpu":
+                raise
+            print(f"zoom end to end, gpu: skipped ({type(exc).__name__}: {exc})")
+            return None
+
+    return opened
 
 
 def make_inputs(
@@ -84,7 +164,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--batches", default="1,16,64,256")
     ap.add_argument("--timed-queries", type=int, default=32, help="min queries timed per size")
+    ap.add_argument("--index", help="an index: also time ZoomRAG retrieval end to end on it")
+    ap.add_argument("--questions", help="with --index: questions (JSONL, 'question' field)")
     args = ap.parse_args(argv)
+    if args.index:
+        import json
+
+        with open(args.questions, encoding="utf-8") as handle:
+            questions = [json.loads(line)["question"] for line in handle if line.strip()]
+        end_batches = [b for b in (int(x) for x in args.batches.split(",")) if b <= len(questions)]
+        print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+        results = zoom_end_to_end(_index_engines(args.index), questions, end_batches)
+        print_end_to_end(results, end_batches)
     batches = [int(b) for b in args.batches.split(",")]
     args.queries = max(args.queries, *batches)  # every timed batch is full
     data = make_inputs(args.docs, args.entities, args.queries, args.dim)

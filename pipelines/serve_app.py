@@ -215,6 +215,8 @@ class RetrievalEngine:
         overrides = dict(config or {})
         overrides["serve"] = dict(overrides.get("serve", {}), index=index_dir)
         overrides["walk"] = dict(overrides.get("walk", {}), device=device)
+        if device == "gpu":  # the replica has a GPU: the embeddings run there too
+            overrides["models"] = dict(overrides.get("models", {}), embed_device="cuda")
         self.config = load_config(overrides=overrides)
         self.index_dir = index_dir
         self.retrieve.set_max_batch_size(self.config.serve.max_batch)
@@ -517,8 +519,9 @@ def build_app(args: dict) -> serve.Application:
     """Application builder. ``args``: the configuration (``app_config``: sections such as
     ``models``, ``walk``, ``query``, ``serve``, a ``config`` file, and the short keys ``index``,
     ``device``, ``reload_interval_s``); the index directory is required. ``device: gpu`` asks
-    Ray for one GPU per engine replica (the CuPy walk engine on a GPU worker); ``auto`` uses a
-    GPU only where one is visible."""
+    Ray for one GPU per engine replica, whose walks then run in CuPy and whose offline
+    embedder runs on the GPU (``models.embed_device: cuda``); ``auto`` uses a GPU for the
+    walks only where one is visible."""
     config = app_config(args)
     if "index" not in config.serve.model_fields_set:
         raise ValueError("the serve application needs args.index: the index directory")

@@ -25,6 +25,7 @@ from operators.config import ModelConfig
 from operators.models.base import (
     ExtractedEntity,
     ExtractedRelation,
+    ModelError,
     NoGeneration,
 )
 
@@ -66,10 +67,25 @@ def embedding_dim() -> int:
         return int(json.load(f)["word_embedding_dimension"])
 
 
-def _sentence_transformer(threads: int):
-    """One model per process (Ray actors and tests reuse it)."""
+def embed_device(wanted: str) -> str:
+    """The torch device of the offline embedder: ``cpu``, ``cuda`` (ModelError without a
+    usable GPU) or ``auto`` (cuda when torch sees one)."""
+    if wanted == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if wanted == "cuda":
+        raise ModelError("models.embed_device is cuda, but torch sees no usable GPU")
+    return "cpu"
+
+
+def _sentence_transformer(threads: int, device: str = "cpu"):
+    """One model per process and device (Ray actors and tests reuse it)."""
+    key = f"embedder:{device}"
     with _lock:
-        if "embedder" not in _shared:
+        if key not in _shared:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import torch
@@ -77,12 +93,12 @@ def _sentence_transformer(threads: int):
 
             if threads:
                 torch.set_num_threads(threads)
-            model = SentenceTransformer(embedding_model_path(), device="cpu")
+            model = SentenceTransformer(embedding_model_path(), device=device)
             # all-MiniLM-L6-v2 was trained on 128 word pieces; its card allows 256, at twice
             # the cost on a CPU for paragraphs that rarely need the tail.
             model.max_seq_length = MAX_WORD_PIECES
-            _shared["embedder"] = model
-        return _shared["embedder"]
+            _shared[key] = model
+        return _shared[key]
 
 
 def _spacy(name: str):
@@ -113,7 +129,9 @@ class OfflineBackend:
 
     @cached_property
     def _embedder(self):
-        return _sentence_transformer(self.config.torch_threads)
+        return _sentence_transformer(
+            self.config.torch_threads, embed_device(self.config.embed_device)
+        )
 
     @cached_property
     def _nlp(self):

@@ -116,3 +116,35 @@ def test_the_method_registry_feeds_the_jobs():
     assert evaluate.parse_methods(None, QUERY) == list(evaluated(QUERY))
     assert evaluate.parse_methods(None, PASSAGE) == list(PASSAGE_METHODS)
     assert evaluate.parse_methods("zoom,magic", PASSAGE) is None
+
+
+class _CountingBackend:
+    """Deterministic 4-wide vectors of any text; records what it was asked to embed."""
+
+    dim = 4
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rng = [np.random.default_rng(sum(map(ord, t))) for t in texts]
+        return np.asarray([r.normal(size=4) for r in rng], np.float32)
+
+
+def test_zoom_embeds_only_the_questions_and_ranks_stored_sentence_vectors():
+    """Chunk-Zoom over passages reads the sentence vectors the index stored: a batch of
+    questions costs one embedding call holding exactly those questions."""
+    from operators.query.retrieval import Retrieval
+    from operators.query.zoom import Zoom
+    from operators.walks.engine import make_engine
+
+    backend = _CountingBackend()
+    model = ReadModel.from_tables(_tables(), backend)
+    view = DocumentView.from_read_model(model)
+    questions = ["Who sang Hello Love?", "Which song did Hank Snow record?"]
+    found = Retrieval(Zoom(view, backend, make_engine(device="cpu"))).retrieve(questions, "zoom", 2)
+    assert backend.calls == [questions]
+    chunks = [c for hits in found for h in hits for c in h.chunks]
+    assert chunks and {c.text for c in chunks} <= {"He sang Hello Love in 1952.",
+                                                   "A song by Hank Snow."}  # fmt: skip
