@@ -29,8 +29,8 @@ from operators.query.read_model import ReadModel
 
 TITLE_ENTITY = "title:"  # id prefix of the title entities of a passage corpus
 REINDEX = (
-    "re-index it into a new directory (python -m jobs.index_corpus CORPUS --out NEW_DIR): "
-    "the index job now stores the vectors of the sentences Chunk-Zoom ranks"
+    "the index job now stores the vectors of the sentences Chunk-Zoom ranks: add them with "
+    "python -m jobs.migrate_index INDEX_DIR, or re-index into a new directory"
 )
 
 

@@ -1,0 +1,66 @@
+"""Bring an index written by an older index job up to today's tables, without re-indexing.
+
+``add_sentence_vectors``: an index built before the index job stored the vectors of a passage's
+sentences (the chunks Chunk-Zoom ranks, ``nodes.sentence_vectors``) gets them: the committed
+passage documents' leaves are split as the index job splits them
+(``operators.query.documents.chunk_sentences``), embedded with the configured model (the width
+must be the index's), and the ``nodes`` table is written again as a new Lance version with the
+column (older versions stay readable by their version number). Nothing else changes.
+
+    python -m jobs.migrate_index DIR
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+
+from operators.config import ConfigError
+from operators.models import ModelBackend
+from operators.query.documents import chunk_sentences
+from pipelines.store import lance_store, recovery
+from pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
+
+
+def add_sentence_vectors(index_dir: str | Path, backend: ModelBackend) -> dict[str, int]:
+    """Write ``nodes.sentence_vectors`` into an index that lacks it (a no-op where it has
+    it); returns the passages, leaves and sentences embedded."""
+    if not lance_store.exists(index_dir, NODES):
+        raise FileNotFoundError(f"no index at {index_dir} (no nodes table)")
+    path = lance_store.table_path(index_dir, NODES)
+    nodes = lance.dataset(path).to_table()
+    if "sentence_vectors" in nodes.column_names:
+        return {"passages": 0, "leaves": 0, "sentences": 0}
+    width = lance_store.vector_width(index_dir)
+    if width is not None and backend.dim != width:
+        raise ConfigError(
+            f"{index_dir} holds {width}-dimensional vectors and the configured embedding model "
+            f"makes {backend.dim}-dimensional ones: configure the model the index was built with"
+        )
+    documents = lance_store.read_table(index_dir, DOCUMENTS, ["doc_id", "uri"])
+    committed = recovery.committed_doc_ids(index_dir, documents)
+    passages = {
+        d for d, uri in zip(documents["doc_id"].to_pylist(), documents["uri"].to_pylist(),
+                            strict=True)
+        if "#" in uri and d in committed
+    }  # fmt: skip
+    rows = nodes.select(["doc_id", "kind", "text", "title"]).to_pylist()
+    found = [
+        chunk_sentences(r["kind"], r["text"], r["title"]) if r["doc_id"] in passages else None
+        for r in rows
+    ]
+    texts = [t for f in found if f for t in f]
+    vectors = np.asarray(backend.embed(texts), np.float32).reshape(len(texts), backend.dim)
+    column, at = [], 0
+    for f in found:
+        column.append(None if f is None else vectors[at : at + len(f)].tolist())
+        at += len(f or [])
+    schema = nodes_schema(width or backend.dim)
+    kind = schema.field("sentence_vectors").type
+    table = nodes.append_column("sentence_vectors", pa.array(column, kind))
+    lance.write_dataset(table.select(schema.names).cast(schema), path, mode="overwrite")
+    leaves = sum(1 for f in found if f is not None and f)
+    return {"passages": len(passages), "leaves": leaves, "sentences": len(texts)}
