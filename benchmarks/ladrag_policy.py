@@ -35,7 +35,7 @@ def run(engine, questions: list[dict], k: int) -> list[dict]:
     for q in questions:
         doc = model.find_document(q["doc"])
         spec, _ = ladrag.structural_spec(q["question"])
-        row = {"id": q["id"], "structural": spec is not None}
+        row = {"id": q["id"], "names_structure": spec is not None}
         for name, policy in POLICIES.items():
             started = time.perf_counter()
             out = policy(ladrag.LadRagTools(model, doc), q["question"], k, budget)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"index {args.index}, questions {args.questions} (k={args.k}, every {args.every})")
     for line in summary(rows, "all"):
         print(line)
-    for line in summary([r for r in rows if r["structural"]], "naming structure"):
+    for line in summary([r for r in rows if r["names_structure"]], "naming structure"):
         print(line)
 
 
