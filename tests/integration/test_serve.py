@@ -143,3 +143,25 @@ def test_query_answers_with_evidence_and_rejects_bad_requests(server):
     ]:
         reply = client.post("/query", json=body)
         assert reply.status_code == 422 and needle in reply.text.lower(), (body, reply.text)
+
+
+def test_concurrent_query_requests_are_answered_as_one_batch(server):
+    """/query is batched like /retrieve: concurrent questions, dense and zoom among them, are
+    answered in one engine step each, each as it is alone."""
+    client, _ = server
+    alone = client.post("/query", json={"question": QUESTION, "method": "zoom", "k": 3}).json()
+
+    def ask(i: int) -> dict:
+        method = ("zoom", "dense", "ladrag")[i % 3]
+        question = QUESTION if i == 0 else f"{QUESTION} {i}"
+        reply = client.post("/query", json={"question": question, "method": method, "k": 3})
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(ask, range(24)))
+    assert all(r["error"] is None and r["evidence"] for r in results)
+    assert [e["node_id"] for e in results[0]["evidence"]] == [
+        e["node_id"] for e in alone["evidence"]
+    ]
+    assert client.get("/health").json()["max_query_batch"] > 1
