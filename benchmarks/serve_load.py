@@ -110,7 +110,8 @@ def measure(args: argparse.Namespace) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray.init(include_dashboard=False, log_to_driver=False)
+    # a Ray of its own: never a cluster another job on this machine started (``ray start``)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     app = build_app({"index": args.index, "serve": {"auth": "off"}})  # 127.0.0.1 clients only
     serve.run(app, name="bookindex", route_prefix="/")
