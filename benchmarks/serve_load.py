@@ -113,8 +113,12 @@ def measure(args: argparse.Namespace) -> dict:
     # a Ray of its own: never a cluster another job on this machine started (``ray start``)
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    app = build_app({"index": args.index, "serve": {"auth": "off"}})  # 127.0.0.1 clients only
-    serve.run(app, name="bookindex", route_prefix="/")
+    from operators.config import ServeConfig
+
+    app_args: dict = {"index": args.index}
+    if "auth" in ServeConfig.model_fields:  # a checkout with bearer tokens: 127.0.0.1 only
+        app_args["serve"] = {"auth": "off"}
+    serve.run(build_app(app_args), name="bookindex", route_prefix="/")
     url = f"http://127.0.0.1:{port}"
     methods = methods_of(args.method)
     for method in methods:
