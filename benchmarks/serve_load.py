@@ -54,7 +54,9 @@ def serve_memory_mb() -> float:
     return total / 2**20
 
 
-async def load(url: str, method: str, n: int, concurrency: int, k: int) -> dict:
+async def load(url: str, method: str, n: int, concurrency: int, k: int, offset: int = 0) -> dict:
+    """``n`` requests, questions ``offset`` .. ``offset + n - 1`` (distinct across calls that
+    pass distinct offsets: no question is a cache hit of an earlier level or method)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     latencies: list[float] = []
     errors = 0
@@ -64,7 +66,7 @@ async def load(url: str, method: str, n: int, concurrency: int, k: int) -> dict:
         async def worker() -> None:
             nonlocal errors
             while queue:
-                i = queue.pop()
+                i = queue.pop() + offset
                 question = QUESTIONS[i % len(QUESTIONS)].format(f"{TOPICS[i % len(TOPICS)]} {i}")
                 started = time.perf_counter()
                 if method.startswith("query:"):
@@ -124,11 +126,12 @@ def measure(args: argparse.Namespace) -> dict:
     for method in methods:
         asyncio.run(load(url, method, 8, 4, args.k))  # warm-up
     before = serve_memory_mb()
-    rows = []
+    rows, offset = [], 1_000_000  # the warm-up used questions 0..7
     for method in methods:
         n = args.query_requests if method.startswith("query:") else args.requests
         for c in args.concurrency.split(","):
-            row = asyncio.run(load(url, method, n, int(c), args.k))
+            offset += n
+            row = asyncio.run(load(url, method, n, int(c), args.k, offset=offset))
             rows.append(dict(row, method=method))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     after = serve_memory_mb()
