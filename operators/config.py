@@ -75,6 +75,11 @@ class ModelConfig(Section):
     embed_device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu", description="offline embedder: cpu, cuda (a GPU) or auto (cuda when one is seen)"
     )
+    rerank_model: str = Field(
+        "",
+        description="entity resolution reranker: a local sentence-transformers cross-encoder "
+        "directory; empty: rescaled cosine of the name vectors",
+    )
     vllm_model_path: str = Field("", description="local model directory for backend vllm")
     vllm_options: dict[str, Any] = Field(
         default_factory=dict, description="keyword arguments for vllm.LLM (max_tokens: per answer)"

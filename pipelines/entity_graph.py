@@ -5,7 +5,8 @@ with their name vectors; plain Python, tested without Ray): it starts from the `
 table, resolves the new documents' entities batch by batch (each against what is already
 there; never all pairs), and hands back the entity each one became. So a later run only
 resolves the new documents' entities. With a generative model configured, the actor loads it
-to choose among several candidates (BookRAG Alg. 1).
+to choose among several candidates, and the configured reranker (``models.rerank_model``) to
+score them (BookRAG Alg. 1), as the enrich stage does within each document.
 
 The entity tables are written by ``pipelines.store.entity_tables``.
 """
@@ -20,7 +21,7 @@ from operators.config import BookindexConfig, ModelConfig, ResolverConfig
 from operators.graph.entity_sets import CorpusEntities
 from operators.graph.resolution import model_selector
 from operators.kinds import FAILED
-from operators.models import load_backend
+from operators.models import load_backend, load_reranker
 from pipelines.rows import decode_vectors, from_json
 from pipelines.store import lance_store
 from pipelines.store.schemas import ENTITIES
@@ -34,10 +35,11 @@ class CorpusResolver:
         self, index_dir: str, dim: int, resolver: dict | None = None, models: dict | None = None
     ) -> None:
         select = None
-        config = ModelConfig(**models) if models else None
-        if config is not None and config.generative:
+        config = ModelConfig(**(models or {}))
+        if config.generative:
             select = model_selector(load_backend(config))
-        self.entities = CorpusEntities(dim, ResolverConfig(**(resolver or {})), select)
+        rerank = load_reranker(config)  # the per-document resolution's reranker too
+        self.entities = CorpusEntities(dim, ResolverConfig(**(resolver or {})), select, rerank)
         self.entities.load(lance_store.read_table(index_dir, ENTITIES).to_pylist())
 
     def resolve(self, documents: list[dict]) -> list[dict]:

@@ -144,8 +144,8 @@ def extract_document(
         if root and root.get("title", "").strip():
             add(ExtractedEntity(root["title"].strip(), TOPIC, root["title"]), root["node_id"])
 
-    text_nodes = [n for n in nodes if _node_text(n).strip()]
-    results = _extract_all([_node_text(n) for n in text_nodes], extract_batch, out, text_nodes)
+    text_nodes = [n for n in nodes if node_text(n).strip()]
+    results = _extract_all([node_text(n) for n in text_nodes], extract_batch, out, text_nodes)
     for node, result in zip(text_nodes, results, strict=True):
         if result is None:
             continue
@@ -166,7 +166,7 @@ def extract_document(
     return out
 
 
-def _node_text(node: dict) -> str:
+def node_text(node: dict) -> str:
     """What NER reads: a section's title, a paragraph's text, a figure's model description."""
     kind = node["kind"]
     if kind == "section":

@@ -19,7 +19,7 @@ import numpy as np
 
 from operators.config import ResolverConfig
 from operators.graph.entities import STRUCTURAL_TYPES, NodeExtraction, structural_entity_id
-from operators.graph.resolution import Canonical, Decision, Resolver, Selector
+from operators.graph.resolution import Canonical, Decision, Reranker, Resolver, Selector
 
 # the keys of a decision as the corpus resolver hands it back (a row of ``er_decisions``)
 DECISION_KEYS = tuple(Decision.__dataclass_fields__)
@@ -42,15 +42,17 @@ def resolve_document(
     name_vectors: np.ndarray,
     config: ResolverConfig | None = None,
     select: Selector | None = None,
+    rerank: Reranker | None = None,
 ) -> DocumentEntities:
     """Resolution within one document: its entities merged (a merged entity keeps the first
     one's name, description and name vector; the others' names become aliases), relations
-    re-pointed, self-relations dropped. ``name_vectors``: one row per extracted entity."""
+    re-pointed, self-relations dropped. ``name_vectors``: one row per extracted entity;
+    ``rerank``/``select``: the model steps (``Resolver``), None for the rules alone."""
     local = extraction.entities
     if not local:
         return DocumentEntities()
     resolvable = [i for i, e in enumerate(local) if e.type not in STRUCTURAL_TYPES]
-    resolver = Resolver(name_vectors.shape[1], config, select=select, id_salt=doc_id)
+    resolver = Resolver(name_vectors.shape[1], config, rerank=rerank, select=select, id_salt=doc_id)
     found, decisions = resolver.resolve(
         [local[i].name for i in resolvable],
         [local[i].type for i in resolvable],
@@ -92,10 +94,14 @@ class CorpusEntities:
     """The corpus's canonical entities with their name vectors (``Resolver`` state)."""
 
     def __init__(
-        self, dim: int, config: ResolverConfig | None = None, select: Selector | None = None
+        self,
+        dim: int,
+        config: ResolverConfig | None = None,
+        select: Selector | None = None,
+        rerank: Reranker | None = None,
     ) -> None:
         self.dim = dim
-        self.resolver = Resolver(dim, config, select=select)
+        self.resolver = Resolver(dim, config, rerank=rerank, select=select)
 
     def __len__(self) -> int:
         return len(self.resolver)

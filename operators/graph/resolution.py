@@ -133,6 +133,7 @@ class Decision:
 
 
 Selector = Callable[[str, list[Canonical], list[float]], int]
+Reranker = Callable[[str, list[str], np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -168,7 +169,7 @@ class Resolver:
         self,
         dim: int,
         config: ResolverConfig | None = None,
-        rerank: Callable[[str, list[str], np.ndarray], np.ndarray] | None = None,
+        rerank: Reranker | None = None,
         select: Selector | None = None,
         id_salt: str = "",
         index_options: dict | None = None,

@@ -17,7 +17,7 @@ from operators.models.base import (
     entity_messages,
     is_generative,
 )
-from operators.models.factory import check_config, embedding_width, load_backend
+from operators.models.factory import check_config, embedding_width, load_backend, load_reranker
 from operators.models.structured import parse_json_answer
 
 __all__ = [
@@ -35,5 +35,6 @@ __all__ = [
     "entity_messages",
     "is_generative",
     "load_backend",
+    "load_reranker",
     "parse_json_answer",
 ]

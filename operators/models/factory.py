@@ -5,8 +5,15 @@ model). docs/architecture.md, "Models".
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
+import numpy as np
+
 from operators.config import BACKENDS, ModelConfig
-from operators.models.base import ModelBackend
+from operators.models.base import ModelBackend, ModelError
+
+Reranker = Callable[[str, list[str], np.ndarray], np.ndarray]
 
 
 def backend_class(backend: str) -> type:
@@ -36,6 +43,22 @@ def check_config(config: ModelConfig) -> None:
     """Raise ``ModelError`` when the configuration cannot work (a missing endpoint, model name
     or model directory), without loading a model or calling one."""
     backend_class(config.backend).check_config(config)
+    if config.rerank_model and not os.path.isfile(os.path.join(config.rerank_model, "config.json")):
+        raise ModelError(
+            f"models.rerank_model {config.rerank_model!r} is not a local model directory "
+            "(no config.json): model hubs are not reachable from the workers"
+        )
+
+
+def load_reranker(config: ModelConfig) -> Reranker | None:
+    """The entity-resolution reranker ``rerank(name, candidate_names, cosines) -> scores``
+    (higher: more likely the same entity), loaded from ``config.rerank_model``; None when none
+    is configured (the resolver then rescales the cosines)."""
+    if not config.rerank_model:
+        return None
+    from operators.models.reranker import CrossEncoderReranker
+
+    return CrossEncoderReranker(config.rerank_model, config.torch_threads)
 
 
 def embedding_width(config: ModelConfig) -> int | None:
