@@ -10,6 +10,7 @@ the ``ENRICH_FIELDS`` of pipelines/rows.py.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict
 from typing import Any
@@ -17,13 +18,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.config import BookindexConfig, ResolverConfig
-from operators.graph.entities import NodeExtraction, extract_document
+from operators.config import BookindexConfig, ModelConfig, ResolverConfig
+from operators.graph.entities import NodeExtraction, extract_document, node_text
 from operators.graph.entity_sets import resolve_document
 from operators.graph.resolution import model_selector
-from operators.kinds import FAILED, IMAGE, ROOT, SECTION
-from operators.models import ModelError, is_generative
-from operators.models.prompts import IMAGE_PROMPT
+from operators.kinds import FAILED, ROOT, SECTION
+from operators.models import (
+    ModelError,
+    entities_from_answer,
+    is_generative,
+    load_backend,
+    load_reranker,
+)
 from operators.query.documents import chunk_sentences
 from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import encode_vectors, from_json, to_json
@@ -32,8 +38,7 @@ from pipelines.run_stats import peak_memory_mb
 # Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
 # (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
 BUILD_VERSION = 2
-MAX_IMAGES_PER_DOCUMENT = 200
-IMAGE_DPI = 150
+ENTITY_ANSWERS = "llm_entities"  # pipelines/model_requests.py
 _EMBED_TEXT_CHARS = 2000
 
 
@@ -62,7 +67,9 @@ class EnrichStage(ModelStage):
     ``resolver``: ``ResolverConfig`` fields (resolution within each document); ``width``: the
     width the index's vectors have (None: a new index, any width)."""
 
-    def __init__(self, models: dict, resolver: dict, width: int | None = None) -> None:
+    def __init__(
+        self, models: dict, resolver: dict, width: int | None = None, answers: bool = False
+    ) -> None:
         super().__init__(models)
         if width is not None and self.backend.dim != width:
             raise ModelError(
@@ -71,20 +78,28 @@ class EnrichStage(ModelStage):
             )
         self.resolver = ResolverConfig(**resolver)
         self.select = model_selector(self.backend) if is_generative(self.backend) else None
+        self.rerank = load_reranker(self.models)  # None: rescaled cosines
         if hasattr(self.backend, "extract_entities_batch"):
             self.extract = self.backend.extract_entities_batch
         else:
             self.extract = lambda texts: [self.backend.extract_entities(t) for t in texts]
+        # answers: the model's descriptions and entity answers arrive in the rows
+        # (pipelines/model_requests.py, ray.data.llm); the rules (spaCy) stand where they failed
+        self.answers = answers
+        if answers:
+            self.rules = load_backend(ModelConfig(**{**models, "backend": "offline"}))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
         tokens_before = self._tokens()
         started = time.perf_counter()
         node_lists = [from_json(r["nodes"]) if r["status"] != FAILED else [] for r in rows]
-        image_errors = [
-            _describe_images(r, nodes, self.backend)
-            for r, nodes in zip(rows, node_lists, strict=True)
-        ]
+        # a model's figure/table descriptions are in the nodes already (model_requests.py)
+        image_errors = [from_json(r.pop("model_errors", None), []) or [] for r in rows]
+        if self.answers:
+            extractors = [self._answered(r, n) for r, n in zip(rows, node_lists, strict=True)]
+        else:
+            extractors = [self.extract] * len(rows)
         flat = [n for nodes in node_lists for n in nodes]
         texts = [
             t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
@@ -95,9 +110,9 @@ class EnrichStage(ModelStage):
         t0 = time.perf_counter()
         extractions = [
             extract_document(
-                r["doc_id"], nodes, self.extract, title_is_entity=r.get("source") == "passage"
+                r["doc_id"], nodes, extract, title_is_entity=r.get("source") == "passage"
             )
-            for r, nodes in zip(rows, node_lists, strict=True)
+            for r, nodes, extract in zip(rows, node_lists, extractors, strict=True)
         ]
         # One embedding call for the entity names of the whole batch (small calls cost far more).
         names = [e.name for x in extractions for e in x.entities]
@@ -114,7 +129,7 @@ class EnrichStage(ModelStage):
         for row, nodes, extraction, errors, doc_counts in zip(
             rows, node_lists, extractions, image_errors, counts, strict=True
         ):
-            extraction.errors[:0] = errors
+            extraction.errors[:0] = errors + row.pop("_errors", [])
             doc_vectors = vectors[node_offset : node_offset + len(nodes)]
             node_offset += len(nodes)
             doc_names = name_vectors[name_offset : name_offset + len(extraction.entities)]
@@ -148,6 +163,41 @@ class EnrichStage(ModelStage):
         if not texts:
             return counts, np.zeros((0, self.backend.dim), np.float32)
         return counts, np.asarray(self.backend.embed(texts), np.float32)
+
+    def _answered(self, row: dict, nodes: list[dict]):
+        """The extraction of one document from the model's answers in ``row`` (one per node
+        text); nodes without a usable answer get the rules' entities, and their errors are
+        added to the row's ``model_errors``."""
+        answers = from_json(row.pop(ENTITY_ANSWERS, None), {}) or {}
+        by_text: dict[str, tuple[str, str, int]] = {}
+        for node in nodes:
+            found = answers.get(node["node_id"])
+            if found is not None:
+                by_text.setdefault(node_text(node), tuple(found))
+                if found[1]:
+                    row.setdefault("_errors", []).append(
+                        f"{node['node_id']}: entities: {found[1]} ({found[2]} attempt(s))"
+                    )
+
+        def extract(texts: list[str]) -> list:
+            results: list = [None] * len(texts)
+            missing = []
+            for i, text in enumerate(texts):
+                answer = by_text.get(text, ("", "", 0))[0]
+                if answer:
+                    try:
+                        results[i] = entities_from_answer(json.loads(answer))
+                        continue
+                    except ValueError:
+                        pass
+                missing.append(i)
+            if missing:
+                ruled = self.rules.extract_entities_batch([texts[i] for i in missing])
+                for i, result in zip(missing, ruled, strict=True):
+                    results[i] = result
+            return results
+
+        return extract
 
     def _row(
         self,
@@ -184,7 +234,9 @@ class EnrichStage(ModelStage):
         self, doc_id: str, extraction: NodeExtraction, name_vectors: np.ndarray
     ) -> dict:
         """Resolution within one document, as the row's entity columns."""
-        found = resolve_document(doc_id, extraction, name_vectors, self.resolver, self.select)
+        found = resolve_document(
+            doc_id, extraction, name_vectors, self.resolver, self.select, self.rerank
+        )
         kept = name_vectors[found.vector_rows] if found.entities else name_vectors[:0]
         return {
             "entities": to_json(found.entities),
@@ -200,41 +252,21 @@ class EnrichStage(ModelStage):
 
 
 def enrich_args(
-    config: BookindexConfig, workers: int, docs_per_batch: int, width: int | None
+    config: BookindexConfig,
+    workers: int,
+    docs_per_batch: int,
+    width: int | None,
+    answers: bool = False,
 ) -> dict[str, Any]:
     """``map_batches`` arguments of ``EnrichStage``: ``docs_per_batch`` documents a call,
-    ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each."""
+    ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each;
+    ``answers``: the rows carry the model's answers (pipelines/model_requests.py)."""
     args = model_stage_args(
         config,
         workers,
         config.index.enrich_workers,
         resolver=config.resolver.model_dump(),
         width=width,
+        answers=answers,
     )
     return {"batch_size": docs_per_batch, "batch_format": "pyarrow", **args}
-
-
-def _describe_images(row: dict, nodes: list[dict], backend) -> list[str]:
-    """Figures (and the page images of scans, status ``needs_ocr``) described by the configured
-    vision-language model into the node's ``summary``. Without one, nothing happens."""
-    images = [n for n in nodes if n["kind"] == IMAGE][:MAX_IMAGES_PER_DOCUMENT]
-    if not images or not is_generative(backend):
-        return []
-    import pymupdf
-
-    errors = []
-    try:
-        pdf = pymupdf.open(row["uri"], filetype="pdf")
-    except Exception as exc:
-        return [f"images: {type(exc).__name__}: {exc}"]
-    with pdf:
-        for node in images:
-            try:
-                page = pdf[node["page_start"] - 1]
-                clip = pymupdf.Rect(node["bbox"]) & page.rect
-                pixmap = page.get_pixmap(dpi=IMAGE_DPI, clip=clip if not clip.is_empty else None)
-                prompt = IMAGE_PROMPT + (f" Its caption: {node['title']}" if node["title"] else "")
-                node["summary"] = backend.describe_image(pixmap.tobytes("png"), prompt)
-            except Exception as exc:  # this figure's failure alone
-                errors.append(f"{node['node_id']}: describe_image: {type(exc).__name__}: {exc}")
-    return errors

@@ -8,7 +8,9 @@ stages (pipelines/structure_stage.py, pipelines/enrich.py; their rows: pipelines
     documents ─map(probe)─▶ probed rows (pages, status, metadata) ─▶ driver: plan_tasks
     whole books ─map_batches(index_documents: parse + assemble)─────────────────┐
     page ranges of long books ─map(parse)─groupby(doc_id).map_groups(assemble)─┴▶ one row
-      per document (tree as JSON) ─map_batches(EnrichStage)─▶ materialize ─▶ nodes (Ray
+      per document (tree as JSON) [─model_answers: figure/table descriptions, LLM entities
+      through ray.data.llm, with --models openai|vllm] ─map_batches(EnrichStage)─▶
+      materialize ─▶ nodes (Ray
       write_lance), layout graph, corpus entity resolution (an actor), entity tables,
       documents + failures (driver write, last: the commit)
 
@@ -38,6 +40,7 @@ from operators.parsing.probe import InputFile, Problem, discover, identify
 from operators.structure.passages import Passage, is_passage_file, read_passages
 from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
+from pipelines.model_requests import model_answers
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
@@ -319,9 +322,12 @@ class _RayRun:
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
             parts.append((passages_ds, index.passages_per_enrich_batch))
         enriched = []
+        answers = index.enrich and self.config.models.generative
         for dataset, docs_per_batch in parts:
+            if answers:  # descriptions and entities through ray.data.llm processors
+                dataset = model_answers(dataset, self.config, self.workers)
             if index.enrich:
-                args = enrich_args(self.config, self.workers, docs_per_batch, self.width)
+                args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
                 dataset = dataset.map_batches(EnrichStage, **args)
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])

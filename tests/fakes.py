@@ -7,8 +7,10 @@ a rule the test gives and embeddings with deterministic letter counts.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,18 +19,31 @@ Reply = str | tuple[int, dict]  # answer text, or (HTTP status, JSON body)
 
 class FakeOpenAI:
     """POST /v1/chat/completions and /v1/embeddings. ``chat(body) -> Reply``; every request
-    body is kept in ``requests`` as (path, body)."""
+    body is kept in ``requests`` as (path, body). ``delay_s``: each answer waits that long, so
+    that requests sent together overlap; ``max_in_flight`` is the most requests it was
+    answering at once."""
 
-    def __init__(self, chat: Callable[[dict], Reply]) -> None:
+    def __init__(self, chat: Callable[[dict], Reply], delay_s: float = 0.0) -> None:
         self.chat = chat
+        self.delay_s = delay_s
         self.requests: list[tuple[str, dict]] = []
+        self.in_flight = self.max_in_flight = 0
+        self._lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append((self.path, body))
-                status, payload = fake.respond(self.path, body)
+                with fake._lock:
+                    fake.requests.append((self.path, body))
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    time.sleep(fake.delay_s)
+                    status, payload = fake.respond(self.path, body)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -84,3 +99,28 @@ class FakeOpenAI:
 def _fake_vector(text: str) -> list[float]:
     """Deterministic and unnormalised: letter counts of a, b, c plus a constant."""
     return [float(text.count("a")), float(text.count("b")), float(text.count("c")), 1.0]
+
+
+def image_parts(body: dict) -> list[bytes]:
+    """The PNG images of a chat request's messages (``data:`` URL image parts), decoded."""
+    found = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            url = ((part or {}).get("image_url") or {}).get("url") or ""
+            if part.get("type") == "image_url" and url.startswith("data:image/png;base64,"):
+                found.append(base64.b64decode(url.split(",", 1)[1]))
+    return found
+
+
+def prompt_text(body: dict) -> str:
+    """All text of a chat request's messages, in order."""
+    texts = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        for part in content if isinstance(content, list) else []:
+            if (part or {}).get("type") == "text":
+                texts.append(part.get("text") or "")
+    return "\n".join(texts)

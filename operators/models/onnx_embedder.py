@@ -12,6 +12,7 @@ throughput". Nothing is downloaded.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import tempfile
@@ -44,14 +45,16 @@ def _weights_digest(model_dir: str) -> str:
 def exported_model(model_dir: str, runtime: str, directory: Path) -> Path:
     """The ONNX file of ``model_dir``'s transformer for ``runtime`` (``onnx`` or
     ``onnx-int8``), exported (and quantized) on first use; written atomically, so workers that
-    export at once each leave a whole file."""
+    export at once wait for the first (a file lock) and then load its file."""
     if runtime not in RUNTIMES[1:]:
         raise ValueError(f"unknown ONNX runtime {runtime!r}; choose one of {RUNTIMES[1:]}")
     directory.mkdir(parents=True, exist_ok=True)
     digest = _weights_digest(model_dir)
     fp32 = directory / f"minilm-{digest}.onnx"
     target = fp32 if runtime == "onnx" else directory / f"minilm-{digest}-int8.onnx"
-    with _lock:
+    with _lock, open(directory / "export.lock", "w") as lock:
+        # one exporter at a time across processes too (the quantizer writes beside its input)
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not fp32.exists():
             _atomic(fp32, lambda path: _export(model_dir, path))
         if not target.exists():

@@ -125,11 +125,16 @@ SELECT_PROMPT = (
     "matching candidate as choice, or -1 when none of them is the same entity."
 )
 
-# ---- figures (pipelines/enrich.py) ------------------------------------------------------------
+# ---- figures and tables (pipelines/enrich.py, pipelines/model_requests.py) ------------------------------------------------------------
 
 IMAGE_PROMPT = (
     "Describe this figure from a document for a search index: what it shows, the names, "
     "labels and numbers it contains, in at most five sentences."
+)
+
+TABLE_PROMPT = (
+    "Describe this table from a document for a search index: what it compares, its row and "
+    "column headers, and the notable values, in at most five sentences."
 )
 
 # ---- BookRAG's query planner (operators/query/bookrag.py, bookrag_ops.py) ---------------------

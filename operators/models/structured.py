@@ -67,6 +67,15 @@ def checked_answer(text: str, schema: dict) -> Any:
     return answer
 
 
+def retry_conversation(messages: list[dict], answer: str, problem: str) -> list[dict]:
+    """The request asking again: the first messages, the invalid answer, what was wrong."""
+    return [
+        *messages,
+        {"role": "assistant", "content": answer[:ECHO_CHARS]},
+        {"role": "user", "content": RETRY_PROMPT.format(problem=problem[:_PROBLEM_CHARS])},
+    ]
+
+
 def complete_json(
     generate: Callable[[list[dict]], str], messages: list[dict], schema: dict, max_retries: int
 ) -> Any:
@@ -81,9 +90,5 @@ def complete_json(
             return checked_answer(text, schema)
         except ValueError as e:
             problem = str(e)
-        conversation = [
-            *messages,
-            {"role": "assistant", "content": text[:ECHO_CHARS]},
-            {"role": "user", "content": RETRY_PROMPT.format(problem=problem[:_PROBLEM_CHARS])},
-        ]
+        conversation = retry_conversation(messages, text, problem)
     raise ModelError(f"no valid JSON answer after {attempts} attempt(s): {problem}")

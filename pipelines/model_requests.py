@@ -1,0 +1,182 @@
+"""The index job's generative batch work on ``ray.data.llm`` (``--models openai`` / ``vllm``).
+
+Between the structure stage and the enrich stage, for every document row:
+
+    documents ─flat_map(description_requests)─▶ one request per figure and table (the page crop
+      as a PNG image part, TABLE_PROMPT / IMAGE_PROMPT and the caption)
+      ─processor (llm_processors)─▶ answers ─groupby(doc_id)─join─▶ node summaries
+    documents ─flat_map(entity_requests)─▶ one request per text node (ENTITY_PROMPT, ENTITY_SCHEMA)
+      ─processor; invalid JSON: repaired, then asked again with the invalid answer
+      (``models.max_retries`` times)─▶ answers ─groupby(doc_id)─join─▶ ``llm_entities``
+
+``EnrichStage`` then reads the answers from the row (``answers=True``): a node whose answer
+stayed unusable keeps the rule-based (spaCy) entities, and its error becomes a ``failures`` row
+(stage ``enrich``). The driver only plans: every request runs in the processors' workers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from operators.config import BookindexConfig
+from operators.graph.entities import node_text
+from operators.kinds import FAILED, IMAGE, TABLE
+from operators.models import entity_messages
+from operators.models.base import image_message
+from operators.models.prompts import ENTITY_SCHEMA, IMAGE_PROMPT, TABLE_PROMPT
+from operators.models.structured import retry_conversation
+from pipelines.llm_processors import build_ray_processor
+from pipelines.rows import from_json, to_json
+
+MAX_DESCRIBED_PER_DOCUMENT = 200
+IMAGE_DPI = 150
+DESCRIPTIONS, ENTITIES = "descriptions", "llm_entities"
+REQUESTS_PER_BATCH = 16
+
+
+def description_requests(row: dict) -> list[dict]:
+    """One request per figure and table of a PDF document: its crop of the page as the image."""
+    if row["status"] == FAILED or row.get("source") != "pdf":
+        return []
+    nodes = [n for n in from_json(row["nodes"], []) if n["kind"] in (IMAGE, TABLE)]
+    if not nodes:
+        return []
+    import pymupdf
+
+    requests = []
+    with pymupdf.open(row["uri"], filetype="pdf") as pdf:
+        for node in nodes[:MAX_DESCRIBED_PER_DOCUMENT]:
+            page = pdf[node["page_start"] - 1]
+            clip = pymupdf.Rect(node["bbox"]) & page.rect
+            pixmap = page.get_pixmap(dpi=IMAGE_DPI, clip=clip if not clip.is_empty else None)
+            prompt = TABLE_PROMPT if node["kind"] == TABLE else IMAGE_PROMPT
+            if node.get("title"):
+                prompt += f" Its caption: {node['title']}"
+            message = image_message(prompt, pixmap.tobytes("png"))
+            requests.append(_request(row, node, [message]))
+    return requests
+
+
+def entity_requests(row: dict) -> list[dict]:
+    """One entity-extraction request per node with text (a figure's text: its description)."""
+    if row["status"] == FAILED:
+        return []
+    return [
+        _request(row, node, entity_messages(node_text(node)))
+        for node in from_json(row["nodes"], [])
+        if node_text(node).strip()
+    ]
+
+
+def _request(row: dict, node: dict, messages: list[dict]) -> dict:
+    return {"doc_id": row["doc_id"], "node_id": node["node_id"], "messages": json.dumps(messages)}
+
+
+def run_requests(dataset, config: BookindexConfig, task: str):
+    """Request rows → answer rows (``doc_id``, ``node_id``, ``answer``, ``answer_error``,
+    ``attempts``), materialized. Entity answers that are not valid JSON are asked again, with
+    the invalid answer shown, at most ``models.max_retries`` times; then their error stays."""
+    schema = ENTITY_SCHEMA if task == ENTITIES else None
+    attempts = 1 + (config.models.max_retries if schema is not None else 0)
+    pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1}).materialize()
+    finished = []
+    for attempt in range(1, attempts + 1):
+        if pending.count() == 0:
+            break
+        processor = build_ray_processor(
+            config, schema, vision=task == DESCRIPTIONS, batch_size=REQUESTS_PER_BATCH
+        )
+        answered = processor(pending).materialize()
+        retry = answered.filter(_retryable) if attempt < attempts else None
+        finished.append(answered.filter(_final) if retry is not None else answered)
+        if retry is None:
+            break
+        pending = retry.map(_asked_again, fn_kwargs={"attempt": attempt + 1}).materialize()
+    columns = ["doc_id", "node_id", "answer", "answer_error", "attempts"]
+    finished = [part.select_columns(columns) for part in finished]
+    out = finished[0] if len(finished) == 1 else finished[0].union(*finished[1:])
+    return out.materialize()
+
+
+def _with_attempt(row: dict, attempt: int) -> dict:
+    return {**row, "attempts": attempt}
+
+
+def _retryable(row: dict) -> bool:
+    return bool(row["answer_error"]) and bool(row.get("invalid_answer"))
+
+
+def _final(row: dict) -> bool:
+    return not _retryable(row)
+
+
+def _asked_again(row: dict, attempt: int) -> dict:
+    messages = retry_conversation(
+        json.loads(row["messages"]), row["invalid_answer"], row["answer_error"]
+    )
+    return {
+        "doc_id": row["doc_id"],
+        "node_id": row["node_id"],
+        "messages": json.dumps(messages),
+        "attempts": attempt,
+    }
+
+
+def attach(documents, answers, column: str, partitions: int):
+    """The document rows with ``column``: JSON ``{node_id: [answer, error, attempts]}`` of
+    their answers (null for a document that had no request)."""
+    grouped = answers.groupby("doc_id").map_groups(
+        _collect, batch_format="pyarrow", fn_kwargs={"column": column}
+    )
+    return documents.join(grouped, "left_outer", num_partitions=partitions, on=("doc_id",))
+
+
+def _collect(batch: pa.Table, column: str) -> pa.Table:
+    rows = batch.to_pylist()
+    by_node = {r["node_id"]: [r["answer"], r["answer_error"], r["attempts"]] for r in rows}
+    return pa.Table.from_pylist([{"doc_id": rows[0]["doc_id"], column: to_json(by_node)}])
+
+
+def apply_descriptions(batch: pa.Table) -> pa.Table:
+    """Each figure's and table's description into its node's ``summary``; the requests that
+    failed into ``model_errors`` (JSON list, read by ``EnrichStage``)."""
+    out = []
+    for row in batch.to_pylist():
+        answers: dict[str, Any] = from_json(row.pop(DESCRIPTIONS, None), {}) or {}
+        errors = from_json(row.get("model_errors"), []) or []
+        if answers:
+            nodes = from_json(row["nodes"], [])
+            for node in nodes:
+                answer, error, attempts = answers.get(node["node_id"], ("", "", 0))
+                if answer:
+                    node["summary"] = answer
+                elif error:
+                    errors.append(f"{node['node_id']}: describe: {error} ({attempts} attempt(s))")
+            row["nodes"] = to_json(nodes)
+        row["model_errors"] = to_json(errors)
+        out.append(row)
+    return pa.Table.from_pylist(out)
+
+
+def model_answers(documents, config: BookindexConfig, partitions: int):
+    """``documents`` with their figure and table descriptions in the nodes and the LLM's
+    entity answers in ``llm_entities`` (pipelines/enrich.py reads them)."""
+    requests = documents.flat_map(description_requests).materialize()
+    if requests.count():
+        answers = run_requests(requests, config, DESCRIPTIONS)
+        documents = attach(documents, answers, DESCRIPTIONS, partitions)
+    documents = documents.map_batches(apply_descriptions, batch_format="pyarrow").materialize()
+    requests = documents.flat_map(entity_requests).materialize()
+    if requests.count():
+        answers = run_requests(requests, config, ENTITIES)
+        documents = attach(documents, answers, ENTITIES, partitions)
+    else:
+        documents = documents.map_batches(_no_answers, batch_format="pyarrow")
+    return documents.materialize()
+
+
+def _no_answers(batch: pa.Table) -> pa.Table:
+    return batch.append_column(ENTITIES, pa.array([None] * batch.num_rows, pa.string()))
