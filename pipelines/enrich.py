@@ -32,7 +32,7 @@ from operators.models import (
 )
 from operators.query.documents import chunk_sentences
 from pipelines.model_stage import ModelStage, model_stage_args
-from pipelines.rows import encode_vectors, from_json, to_json
+from pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
 
 # Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
@@ -79,6 +79,7 @@ class EnrichStage(ModelStage):
         self.resolver = ResolverConfig(**resolver)
         self.select = model_selector(self.backend) if is_generative(self.backend) else None
         self.rerank = load_reranker(self.models)  # None: rescaled cosines
+        self.node = ray_node_id()
         if hasattr(self.backend, "extract_entities_batch"):
             self.extract = self.backend.extract_entities_batch
         else:
@@ -227,6 +228,7 @@ class EnrichStage(ModelStage):
             node_vectors=encode_vectors(vectors),
             vector_width=self.backend.dim,
             stage_timings=to_json(timings),
+            stage_nodes=to_json(dict(from_json(row.get("stage_nodes"), {}), enrich=self.node)),
             **graph,
         )
 

@@ -113,6 +113,7 @@ class _Requests:
         if isinstance(keep.get("messages"), list | tuple):
             keep["messages"] = json.dumps(list(keep["messages"]))
         text, error = _answer_text(row)
+        keep["invalid_answer"] = ""
         if not error and self.schema is not None:
             try:
                 text = json.dumps(checked_answer(text, self.schema))

@@ -72,12 +72,13 @@ DOCUMENT_FIELDS = {
     "communities": "JSON object: node_id → Louvain community",
     "stage_timings": "JSON object: stage → seconds",
     "stage_memory": "JSON object: stage → peak memory MB",
+    "stage_nodes": "JSON object: stage → id of the Ray node it ran on",
     "n_ranges": "page ranges it was parsed in (0 for a passage)",
     "source": "pdf or passage",
 }
 # Added by the enrich stage (pipelines.enrich.EnrichStage).
 ENRICH_FIELDS = {
-    "nodes": "(rewritten) with the figure descriptions a vision model made",
+    "nodes": "(rewritten) with the figure and table descriptions a vision model made",
     "node_vectors": "float32 bytes: one vector per node, in node order",
     "sentence_counts": "JSON list: per node, the sentences Chunk-Zoom ranks (a passage's "
     "leaves; operators.query.documents.chunk_sentences), or null (a PDF's nodes)",
@@ -115,6 +116,13 @@ def decode_vectors(raw: bytes, n: int, width: int) -> np.ndarray:
     return np.frombuffer(raw, np.float32).reshape(n, width)
 
 
+def ray_node_id() -> str:
+    """The id of the Ray node this code runs on ("" outside Ray)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
 def document_row(first: dict, page_errors: list[str]) -> dict:
     """A document row with the facts of its probe row ``first`` and nothing assembled yet."""
     row = {k: first[k] for k in ("doc_id", "uri", "size", "n_pages", "status", "error")}
@@ -148,6 +156,7 @@ def passage_document_row(passage: Passage) -> dict:
         "page_errors": "[]",
         "stage_timings": "{}",
         "stage_memory": "{}",
+        "stage_nodes": "{}",
         "n_ranges": 0,
         "source": "passage",
         **graph_columns(node_dicts, passage.doc_id),  # edges: the one part_of

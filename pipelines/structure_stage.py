@@ -28,7 +28,7 @@ from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
 from operators.structure.assemble import assemble_document
 from pipelines.model_stage import ModelStage, model_stage_args
-from pipelines.rows import document_row, from_json, to_json
+from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
 
 _TRACEBACK_CHARS = 2000
@@ -177,6 +177,7 @@ def _assemble(
         memory["layout_graph"] = peak_memory_mb()
     doc["stage_timings"] = to_json({k: round(v, 4) for k, v in timings.items()})
     doc["stage_memory"] = to_json(memory)
+    doc["stage_nodes"] = to_json({"assemble": ray_node_id()})
     doc["source"] = "pdf"
     return doc
 

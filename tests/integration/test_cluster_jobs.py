@@ -111,7 +111,8 @@ def _start_head(temp: Path, token: str) -> tuple[subprocess.Popen, str]:
     with open(temp / "start.log", "ab") as log:
         head = subprocess.Popen(
             [str(RAY), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-             "--port", str(port), "--num-cpus", "2", "--object-store-memory", str(300 * 2**20),
+             "--port", str(port), "--num-cpus", "2", "--num-gpus", "0",
+             "--object-store-memory", str(300 * 2**20),
              "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
              "--dashboard-port", str(dashboard), "--temp-dir", str(temp / "ray"),
              "--disable-usage-stats", *ports],
@@ -222,6 +223,41 @@ def test_index_job_submitted_to_a_cluster(ray_head, shared_data, tmp_path):
     logs = _run_job(ray_head, entry)
     assert f"skipped={len(pdfs)}" in logs
     assert _version(out, NODES) == version
+
+
+@pytest.mark.slow
+def test_model_index_job_on_a_head_without_gpus(ray_head, shared_data, tmp_path):
+    """--models openai through the Job API on a head with --num-gpus 0: the driver only checks
+    the configuration; the model work runs in the processors' workers against the endpoint."""
+    import json
+
+    from tests.fakes import FakeOpenAI, image_parts
+
+    def answer(body: dict) -> str:
+        if image_parts(body):
+            return "FAKE DESCRIPTION of a table"
+        return json.dumps({"entities": [], "relations": [], "decisions": [], "choice": 0})
+
+    fake = FakeOpenAI(answer)
+    try:
+        pdf = shared_data / "docugami/nih-clinical-trial-protocols/data/v1/docs"
+        pdf = pdf / "NCT06158269_Prot_000.pdf"  # 5 pages, 4 tables
+        models = tmp_path / "models.json"
+        models.write_text(json.dumps({"base_url": fake.url, "model": "fake", "max_retries": 0}))
+        out = tmp_path / "index"
+        entry = (
+            f"{sys.executable} -m jobs.index_corpus {pdf} --out {out} --models openai "
+            f"--model-config {models}"
+        )
+        logs = _run_job(ray_head, entry)
+        assert "documents ok=1" in logs
+    finally:
+        fake.close()
+    nodes = pl.from_arrow(lance_store.read_table(out, NODES, ["kind", "summary"]))
+    tables = nodes.filter(pl.col("kind") == "table")
+    assert tables.height >= 1
+    assert set(tables["summary"]) == {"FAKE DESCRIPTION of a table"}
+    assert len(fake.chats) > tables.height  # descriptions, entities, refiner
 
 
 def _version(index_dir: Path, table: str) -> int:
