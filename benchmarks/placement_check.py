@@ -3,8 +3,8 @@
     python -m benchmarks.placement_check [--docs 4]
 
 Starts a local two-node Ray cluster (``ray.cluster_utils.Cluster``): a head that declares no
-GPU and one worker node that declares ``num_gpus=1`` (Ray only assigns the declared GPU; no
-device is needed), each with 1 CPU. Runs the job's structure stage (plain Ray tasks, no GPU) and
+GPU (1 CPU) and one worker node that declares ``num_gpus=1`` (Ray only assigns the declared
+GPU; no device is needed) with 2 CPUs: one for the GPU stage's actor, one for CPU tasks. Runs the job's structure stage (plain Ray tasks, no GPU) and
 the enrich stage as a model stage asking for a GPU (``index.model_gpus=1``, the offline models)
 over ``--docs`` shared PDFs, and prints the node each stage ran on per document (the rows'
 ``stage_nodes``). Exits 1 when a GPU-asking stage ran off the GPU node, or when the CPU stage
@@ -23,7 +23,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--docs", type=int, default=4)
+    parser.add_argument("--docs", type=int, default=8)
     args = parser.parse_args(argv)
     import ray
     from ray.cluster_utils import Cluster
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         initialize_head=True,
         head_node_args={"num_cpus": 1, "num_gpus": 0, "object_store_memory": 200 * 2**20},
     )
-    gpu_node = cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=200 * 2**20)
+    gpu_node = cluster.add_node(num_cpus=2, num_gpus=1, object_store_memory=200 * 2**20)
     try:
         ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
         cluster.wait_for_nodes()
@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         config = BookindexConfig()
         config.index.model_gpus = 1.0
         documents = ray.data.from_items(probed, override_num_blocks=len(probed)).map_batches(
-            index_documents, fn_kwargs={"use_outline": True}, batch_size=None
+            index_documents,
+            fn_kwargs={"use_outline": True},
+            batch_size=None,
+            batch_format="pyarrow",
         )
         enriched = documents.map_batches(EnrichStage, **enrich_args(config, 2, 1, None))
         out = enriched.select_columns(["doc_id", "stage_nodes"]).take_all()

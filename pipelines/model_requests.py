@@ -164,6 +164,7 @@ def apply_descriptions(batch: pa.Table) -> pa.Table:
 def model_answers(documents, config: BookindexConfig, partitions: int):
     """``documents`` with their figure and table descriptions in the nodes and the LLM's
     entity answers in ``llm_entities`` (pipelines/enrich.py reads them)."""
+    documents = documents.materialize()  # read twice below: the structure stage runs once
     requests = documents.flat_map(description_requests).materialize()
     if requests.count():
         answers = run_requests(requests, config, DESCRIPTIONS)

@@ -67,6 +67,7 @@ def _atomic(target: Path, write) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp's 0600: other users' workers read the cache too
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -31,8 +31,10 @@ def test_vllm_processor_is_built_and_asks_for_gpus(ray_session) -> None:
     assert isinstance(vision, vLLMEngineProcessorConfig)
     assert vision.model_source == "/models/qwen2.5-vl-3b"
     assert vision.concurrency == 2 and vision.batch_size == 8
-    assert vision.engine_kwargs == {"seed": 0, "max_model_len": 8192}  # max_tokens: sampling
-    assert vision.prepare_multimodal_stage.enabled  # images in the chat messages
+    # max_tokens goes to the sampling parameters, the rest to the engine
+    assert vision.engine_kwargs["seed"] == 0 and vision.engine_kwargs["max_model_len"] == 8192
+    assert "max_tokens" not in vision.engine_kwargs
+    assert vision.prepare_multimodal_stage["enabled"]  # images in the chat messages
     processor = build_ray_processor(config, ENTITY_SCHEMA, vision=False)
     assert list(processor.stages) == [
         "ChatTemplateStage",

@@ -60,8 +60,9 @@ def test_figures_are_described_by_the_vision_model(indexed_with_model):
     images = nodes.filter(pl.col("kind") == "image")
     assert images.height == len(truth["figures"])
     assert images["summary"].to_list() == [FIGURE_TEXT] * images.height
+    tables = nodes.filter(pl.col("kind") == "table")  # described from their crops too
     vision = [b for _, b in fake.requests if isinstance(b["messages"][-1]["content"], list)]
-    assert len(vision) == images.height
+    assert len(vision) == images.height + tables.height
     image_part = vision[0]["messages"][-1]["content"]
     assert any(p.get("type") == "image_url" for p in image_part)
 
@@ -80,5 +81,5 @@ def test_model_entities_are_linked_and_bad_answers_stay_node_failures(indexed_wi
     assert len(bad) >= 2
     failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
     recorded = failures.filter(pl.col("stage") == "enrich")
-    assert recorded.height == 1 and "ModelError" in recorded["error"][0]
+    assert recorded.height == 1 and "invalid JSON answer" in recorded["error"][0]
     assert entities.filter(pl.col("type") == "TABLE").height >= 1
