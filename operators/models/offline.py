@@ -85,7 +85,7 @@ def embed_device(wanted: str) -> str:
 def _onnx_embedder(config: ModelConfig):
     """One ONNX Runtime session per process and runtime (Ray actors and tests reuse it)."""
     with _lock:
-        key = f"onnx:{config.embed_runtime}"
+        key = f"onnx:{config.embed_runtime}:{config.model_cache}"
         if key not in _shared:
             from operators.models.onnx_embedder import OnnxEmbedder
 
