@@ -34,7 +34,8 @@ import pyarrow as pa
 from operators.config import BookindexConfig, ConfigError
 from operators.kinds import FAILED, NEEDS_OCR
 from operators.models import check_config, embedding_width
-from operators.parsing.probe import InputFile, Problem, discover, identify
+from operators.parsing.discovery import discover
+from operators.parsing.probe import InputFile, Problem, identify
 from operators.structure.passages import Passage, is_passage_file, read_passages
 from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
@@ -43,7 +44,13 @@ from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_s
 from pipelines.store import lance_store, recovery
 from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, NODES, nodes_schema
-from pipelines.structure_stage import parse_range, plan_tasks, probe_document, structure_args
+from pipelines.structure_stage import (
+    Limits,
+    parse_range,
+    plan_tasks,
+    probe_document,
+    structure_args,
+)
 
 
 @dataclass
@@ -150,20 +157,23 @@ def run_index(
 
 
 def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFile], dict]:
-    """Inputs → files with their doc_id (PDFs hashed; JSONL corpora read passage by passage)."""
-    uris, problems = discover(inputs)
+    """Inputs → files with their doc_id (PDFs hashed; JSONL corpora read passage by passage).
+    A file that cannot be read is a problem under the name it was found by (discovery.py)."""
+    found = discover(inputs)
+    problems = list(found.problems)
+    uris = sorted(found.files)
     files = identify([u for u in uris if not is_passage_file(u)])
-    problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
+    problems += [Problem(found.files[f.uri], "read", f.error) for f in files if f.error]
     files = [f for f in files if not f.error]
     passages: dict[str, Passage] = {}
     for corpus in (u for u in uris if is_passage_file(u)):
         try:
-            found = read_passages(corpus)
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(corpus, "read", f"{type(exc).__name__}: {exc}"))
+            found_passages = read_passages(corpus)
+        except OSError as exc:
+            problems.append(Problem(found.files[corpus], "read", f"cannot read file: {exc}"))
             continue
-        problems += [Problem(p.uri, "read", p.error) for p in found if p.error]
-        for p in found:
+        problems += [Problem(p.uri, "read", p.error) for p in found_passages if p.error]
+        for p in found_passages:
             if not p.error:
                 passages[p.doc_id] = p
                 files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
@@ -322,6 +332,8 @@ class _RayRun:
         for dataset, docs_per_batch in parts:
             if index.enrich:
                 args = enrich_args(self.config, self.workers, docs_per_batch, self.width)
+                bounded = index.task_retries  # a dead actor is restarted a bounded number of times
+                args.update(max_restarts=bounded, max_task_retries=bounded)
                 dataset = dataset.map_batches(EnrichStage, **args)
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
@@ -332,11 +344,13 @@ class _RayRun:
         if not pdfs:
             return []
         ray = self.ray
+        limits, retries = Limits.of(self.config), {"max_retries": self.config.index.task_retries}
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
             # a probe takes milliseconds: a few blocks, not a task per file
             blocks = min(len(pdfs), 2 * self.workers)
             probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
-            probed = probed.map(probe_document).take_all()
+            probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
+            probed = probed.take_all()
             whole, ranges = plan_tasks(probed, self.config.index.pages_per_task, self.workers)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
         parts = []
@@ -347,7 +361,8 @@ class _RayRun:
             parts.append(books.map_batches(batch_size=None, batch_format="pyarrow", **args))
         if ranges:
             args = structure_args(self.config, self.workers, grouped=True)
-            split = ray.data.from_items(ranges, override_num_blocks=len(ranges)).map(parse_range)
+            split = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+            split = split.map(parse_range, fn_kwargs={"limits": limits}, **retries)
             grouped = split.groupby("doc_id", num_partitions=self.workers)
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
         return parts
