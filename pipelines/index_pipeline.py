@@ -42,6 +42,8 @@ from pipelines.enrich import EnrichStage, enrich_args
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
+from pipelines.store.index_dir import check_index_dir
+from pipelines.store.index_lock import IndexLock
 from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, NODES, nodes_schema
 from pipelines.structure_stage import (
@@ -69,6 +71,7 @@ class Summary:
     stale: dict[str, str] = field(default_factory=dict)  # uri → why its build differs
     failures: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    lock_notes: list[str] = field(default_factory=list)  # a stale lock broken, a wait
 
     def counts(self) -> dict:
         names = ("ok", "failed", "skipped", "needs_ocr", "pages", "passages", "nodes", "entities")
@@ -94,10 +97,30 @@ def run_index(
     as ``config`` says (its index, models and resolver sections; the defaults when None)."""
     config = config or BookindexConfig()
     started = time.perf_counter()
+    check_index_dir(out_dir)  # before any work: a file, a stray table file, a damaged table
     width = check_index_config(config, out_dir)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    index = config.index
+    lock = IndexLock(out_dir, index.lock_heartbeat_s, index.lock_stale_s, index.lock_wait_s)
+    with lock:  # one writer per index (store/index_lock.py); IndexLocked when another holds it
+        summary = _run_locked(inputs, out_dir, config, width, lock)
+        summary.seconds = time.perf_counter() - started
+        summary.stats["summary"]["seconds"] = round(summary.seconds, 3)
+        write_stats(out_dir, summary.stats)
+    summary.lock_notes = lock.notes
+    return summary
+
+
+def _run_locked(
+    inputs: list[str],
+    out_dir: str | Path,
+    config: BookindexConfig,
+    width: int | None,
+    lock: IndexLock,
+) -> Summary:
+    """``run_index`` while this job holds the index lock."""
     summary = Summary()
     driver = DriverPhases()
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
     with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
         recovered = recovery.recover(out_dir)
         phase.update(orphans=recovered.orphans, restored=recovered.restored)
@@ -128,9 +151,10 @@ def run_index(
     doc_rows: list[dict] = []
     if todo:
         lance_store.check_columns(out_dir, NODES)
-        run = _RayRun(config, Path(out_dir), driver, width)
+        run = _RayRun(config, Path(out_dir), driver, width, lock)
         doc_rows, summary.entities = run.index(todo, passages, replaced)
     elif replaced:
+        lock.check()
         _delete(out_dir, replaced)
         summary.entities = _refresh_entities(out_dir)
         recovery.mark_committed(out_dir)
@@ -150,9 +174,7 @@ def run_index(
     summary.failures = failures
     with driver.phase("layout_graph_backfill") as phase:  # indexes built before the graph
         phase["documents"] = backfill_layout_graph(out_dir)
-    summary.seconds = time.perf_counter() - started
     summary.stats = build_stats(summary.counts(), doc_rows, driver)
-    write_stats(out_dir, summary.stats)
     return summary
 
 
@@ -273,7 +295,12 @@ class _RayRun:
     the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
 
     def __init__(
-        self, config: BookindexConfig, out_dir: Path, driver: DriverPhases, width: int | None
+        self,
+        config: BookindexConfig,
+        out_dir: Path,
+        driver: DriverPhases,
+        width: int | None,
+        lock: IndexLock,
     ) -> None:
         import ray
 
@@ -286,6 +313,7 @@ class _RayRun:
         DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         self.ray = ray
         self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
+        self.lock = lock
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
         self.workers = config.index.parse_workers or cpus
 
@@ -297,6 +325,7 @@ class _RayRun:
         with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
             per_doc = self._documents(todo, passages).materialize()
             phase["rows_out"] = per_doc.count()
+        self.lock.check()  # the first write: still this job's index
         _delete(self.out_dir, replaced)
         enrich = self.config.index.enrich
         heavy = [c for c in HEAVY if enrich or c not in ("node_vectors", "sentence_vectors")]
@@ -310,6 +339,7 @@ class _RayRun:
             phase["edges"], phase["communities"] = append_graph(self.out_dir, batches)
         n_entities = self._write_entities(doc_rows) if enrich else _count(self.out_dir, ENTITIES)
         # Every other table is written above; the documents rows go last (recovery.py).
+        self.lock.check()
         _commit(self.out_dir, doc_rows, self.config)
         return doc_rows, n_entities
 
