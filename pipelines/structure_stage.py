@@ -18,6 +18,7 @@ on with the next document. ``Limits`` carries the budget into the tasks.
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from typing import Any, NamedTuple
@@ -53,7 +54,16 @@ class Limits(NamedTuple):
 DEFAULT_LIMITS = Limits()
 
 
+@functools.cache
+def _preload() -> None:
+    """Import in the worker, once, what the isolated children import lazily: a child is
+    discarded after its document, so an import there would be paid per document."""
+    import networkx.algorithms.community  # noqa: F401  (the layout graph's Louvain)
+    import pymupdf.utils  # noqa: F401  (page labels)
+
+
 def _isolated(fn: Any, *args: Any, limits: Limits) -> Any:
+    _preload()
     return run_isolated(fn, *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
 
 

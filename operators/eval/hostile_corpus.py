@@ -45,7 +45,7 @@ class Sizes:
 
 
 FULL = Sizes(60_000, 20_000, 40_000, 1024, 1_000_000, 20_000, 6_000)
-REDUCED = Sizes(60_000, 5_000, 12_000, 128, 200_000, 2_000, 1_500)
+REDUCED = Sizes(60_000, 5_000, 8_000, 64, 100_000, 2_000, 1_500)
 
 
 def _pdf(objects: list[bytes], root: int = 1, compress_free: bool = False) -> bytes:
@@ -73,33 +73,31 @@ def _stream(data: bytes, extra: bytes = b"", flate: bool = False) -> bytes:
     return b"<<%s/Length %d>>stream\n" % (extra, len(data)) + data + b"\nendstream"
 
 
-def _text_page_pdf(text: bytes) -> bytes:
-    """One page showing ``text``: catalog, pages, page, font, content."""
-    content = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
-    return _pdf(
-        [
-            b"<</Type/Catalog/Pages 2 0 R>>",
-            b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
-            _PAGE + b"/Contents 5 0 R>>",
-            _FONT,
-            _stream(content),
-        ]
-    )
+def _one_page(
+    text: bytes,
+    pages: bytes = b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+    catalog: bytes = b"",
+    page: bytes = _PAGE,
+    more: tuple[bytes, ...] = (),
+) -> list[bytes]:
+    """The objects of a one-page PDF showing ``text``: 1 catalog, 2 pages, 3 page, 4 font,
+    5 content; ``more`` from 6 on (``pages``, ``catalog`` extras and ``page`` as crafted)."""
+    return [
+        b"<</Type/Catalog/Pages 2 0 R%s>>" % catalog,
+        pages,
+        page + b"/Contents 5 0 R>>",
+        _FONT,
+        _stream(b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"),
+        *more,
+    ]
 
 
 def deep_outline(depth: int) -> bytes:
     """A one-page PDF whose outline is a chain ``depth`` items deep (MuPDF recurses on it)."""
-    first = 6
-    objects = [
-        b"<</Type/Catalog/Pages 2 0 R/Outlines 6 0 R>>",
-        b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
-        _PAGE + b"/Contents 5 0 R>>",
-        _FONT,
-        _stream(b"BT /F1 12 Tf 72 720 Td (Deep outline.) Tj ET"),
-        b"<</Type/Outlines/First 7 0 R/Last 7 0 R/Count %d>>" % depth,
-    ]
+    top = b"<</Type/Outlines/First 7 0 R/Last 7 0 R/Count %d>>" % depth
+    objects = _one_page(b"Deep outline.", catalog=b"/Outlines 6 0 R", more=(top,))
     for i in range(depth):
-        number = first + 1 + i
+        number = 7 + i
         child = b"/First %d 0 R/Last %d 0 R/Count 1" % (number + 1, number + 1)
         objects.append(
             b"<</Title(Level %d)/Parent %d 0 R/Dest[3 0 R/Fit]%s>>"
@@ -110,28 +108,16 @@ def deep_outline(depth: int) -> bytes:
 
 def cyclic_page_tree() -> bytes:
     """The page tree's root has a child whose kid is the root again."""
-    return _pdf(
-        [
-            b"<</Type/Catalog/Pages 2 0 R>>",
-            b"<</Type/Pages/Kids[6 0 R 3 0 R]/Count 2>>",
-            _PAGE + b"/Contents 5 0 R>>",
-            _FONT,
-            _stream(b"BT /F1 12 Tf 72 720 Td (Cyclic page tree.) Tj ET"),
-            b"<</Type/Pages/Parent 2 0 R/Kids[2 0 R]/Count 1>>",
-        ]
-    )
+    pages = b"<</Type/Pages/Kids[6 0 R 3 0 R]/Count 2>>"
+    back = b"<</Type/Pages/Parent 2 0 R/Kids[2 0 R]/Count 1>>"
+    return _pdf(_one_page(b"Cyclic page tree.", pages=pages, more=(back,)))
 
 
 def deep_page_tree(depth: int) -> bytes:
     """One page under ``depth`` nested /Pages nodes."""
-    objects = [
-        b"<</Type/Catalog/Pages 2 0 R>>",
-        b"<</Type/Pages/Kids[6 0 R]/Count 1>>",
-        b"<</Type/Page/Parent %d 0 R/MediaBox[0 0 612 792]/Resources<</Font<</F1 4 0 R>>>>"
-        b"/Contents 5 0 R>>" % (5 + depth),
-        _FONT,
-        _stream(b"BT /F1 12 Tf 72 720 Td (Deep page tree.) Tj ET"),
-    ]
+    page = _PAGE.replace(b"/Parent 2 0 R", b"/Parent %d 0 R" % (5 + depth))
+    pages = b"<</Type/Pages/Kids[6 0 R]/Count 1>>"
+    objects = _one_page(b"Deep page tree.", pages=pages, page=page)
     for i in range(depth):
         number = 6 + i
         parent = 2 if i == 0 else number - 1
@@ -142,15 +128,8 @@ def deep_page_tree(depth: int) -> bytes:
 
 def lying_page_count() -> bytes:
     """A page tree that says it has two billion pages and holds one."""
-    return _pdf(
-        [
-            b"<</Type/Catalog/Pages 2 0 R>>",
-            b"<</Type/Pages/Kids[3 0 R]/Count 2000000000>>",
-            _PAGE + b"/Contents 5 0 R>>",
-            _FONT,
-            _stream(b"BT /F1 12 Tf 72 720 Td (One page, two billion claimed.) Tj ET"),
-        ]
-    )
+    pages = b"<</Type/Pages/Kids[3 0 R]/Count 2000000000>>"
+    return _pdf(_one_page(b"One page, two billion claimed.", pages=pages))
 
 
 def _zeros_deflated(n_bytes: int) -> bytes:

@@ -43,9 +43,14 @@ class Discovered:
 
     files: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    matched: int = 0  # regular files accepted (a file named twice counts twice)
+    _reported: set[tuple[str, str]] = field(default_factory=set)
 
     def problem(self, path: str, error: str) -> None:
-        self.problems.append(Problem(printable(path), "discover", error))
+        key = (printable(path), error)
+        if key not in self._reported:  # one path named by two inputs: one problem
+            self._reported.add(key)
+            self.problems.append(Problem(key[0], "discover", error))
 
 
 def printable(path: str) -> str:
@@ -67,16 +72,16 @@ def discover(inputs: list[str]) -> Discovered:
     for item in inputs:
         named = os.path.abspath(item)
         if os.path.isdir(named):
-            before = len(found.files)
+            before = found.matched
             _walk(named, _is_pdf_name, found, report_links=True)
-            if len(found.files) == before:
+            if found.matched == before:
                 found.problem(named, "no PDF files found")
         elif os.path.lexists(named) and not _GLOB_MAGIC.search(item):
             _take(named, found, named_directly=True)
         else:
-            before = len(found.files)
+            before = found.matched
             _glob(item, found)
-            if len(found.files) == before:
+            if found.matched == before:
                 found.problem(item, "no such file, directory or glob match")
     return found
 
@@ -100,6 +105,7 @@ def _take(path: str, found: Discovered, named_directly: bool = False) -> None:
         real = os.path.realpath(path)
         if _valid_utf8(real):
             found.files.setdefault(real, path)
+            found.matched += 1
         else:
             found.problem(path, "resolves to a path that is not valid UTF-8: rename it")
         return
