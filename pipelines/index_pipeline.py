@@ -97,12 +97,17 @@ def run_index(
     as ``config`` says (its index, models and resolver sections; the defaults when None)."""
     config = config or BookindexConfig()
     started = time.perf_counter()
-    check_index_dir(out_dir)  # before any work: a file, a stray table file, a damaged table
-    width = check_index_config(config, out_dir)
+    # Before any work: --out a file, not writable, neither empty nor an index; the model
+    # configuration. Then the lock, and under it (another job may be writing them) the tables:
+    # a stray file, a table that does not open or misses a data file, the vectors' width.
+    check_index_dir(out_dir, tables=False)
+    check_config(config.models)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     index = config.index
     lock = IndexLock(out_dir, index.lock_heartbeat_s, index.lock_stale_s, index.lock_wait_s)
     with lock:  # one writer per index (store/index_lock.py); IndexLocked when another holds it
+        check_index_dir(out_dir)
+        width = check_index_config(config, out_dir)
         summary = _run_locked(inputs, out_dir, config, width, lock)
         summary.seconds = time.perf_counter() - started
         summary.stats["summary"]["seconds"] = round(summary.seconds, 3)

@@ -28,8 +28,10 @@ class IndexDirError(ConfigError):
     """The output directory cannot take this index: the message says why and what to do."""
 
 
-def check_index_dir(out_dir: str | Path) -> None:
-    """Raise ``IndexDirError`` unless ``out_dir`` can be an index directory (see above)."""
+def check_index_dir(out_dir: str | Path, tables: bool = True) -> None:
+    """Raise ``IndexDirError`` unless ``out_dir`` can be an index directory (see above).
+    ``tables``: open each table too; only under the index lock (another job may be creating
+    them: run_index checks the rest first, takes the lock, then the tables)."""
     path = Path(out_dir)
     if path.exists() and not path.is_dir():
         raise IndexDirError(
@@ -45,8 +47,8 @@ def check_index_dir(out_dir: str | Path) -> None:
         return
     _check_writable(path)
     entries = sorted(p.name for p in path.iterdir())
-    tables = [name for name in entries if name in _TABLE_DIRS]
-    if not tables:
+    found = [name for name in entries if name in _TABLE_DIRS]
+    if not found:
         others = [name for name in entries if name not in _JOB_FILES]
         if others:
             listed = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
@@ -55,7 +57,7 @@ def check_index_dir(out_dir: str | Path) -> None:
                 "or empty directory, or an index directory"
             )
         return
-    for name in tables:
+    for name in found if tables else []:
         _check_table(path / name)
 
 
