@@ -106,9 +106,10 @@ def run_index(
     index = config.index
     lock = IndexLock(out_dir, index.lock_heartbeat_s, index.lock_stale_s, index.lock_wait_s)
     with lock:  # one writer per index (store/index_lock.py); IndexLocked when another holds it
+        uncreated = recovery.remove_uncommitted_tables(out_dir)  # a killed job's first write
         check_index_dir(out_dir)
         width = check_index_config(config, out_dir)
-        summary = _run_locked(inputs, out_dir, config, width, lock)
+        summary = _run_locked(inputs, out_dir, config, width, lock, uncreated)
         summary.seconds = time.perf_counter() - started
         summary.stats["summary"]["seconds"] = round(summary.seconds, 3)
         write_stats(out_dir, summary.stats)
@@ -122,13 +123,16 @@ def _run_locked(
     config: BookindexConfig,
     width: int | None,
     lock: IndexLock,
+    uncreated: list[str],
 ) -> Summary:
-    """``run_index`` while this job holds the index lock."""
+    """``run_index`` while this job holds the index lock (``uncreated``: the tables whose
+    uncommitted first write was removed)."""
     summary = Summary()
     driver = DriverPhases()
     with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
         recovered = recovery.recover(out_dir)
         phase.update(orphans=recovered.orphans, restored=recovered.restored)
+        phase["uncreated"] = uncreated
     with driver.phase("identify") as phase:
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))

@@ -5,14 +5,13 @@ a data file are each refused with what is wrong and what to do."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import lance
 import pyarrow as pa
 import pytest
 
 from jobs import index_corpus
-from pipelines.store import lance_store
+from pipelines.store import lance_store, recovery
 from pipelines.store.index_dir import IndexDirError, check_index_dir
 from pipelines.store.schemas import DOCUMENTS, FAILURES, schema_for
 
@@ -57,7 +56,8 @@ def test_damage_is_named_with_what_to_do(tmp_path, damage, message):
         if damage == "missing_data":
             os.unlink(data / table.get_fragments()[0].data_files()[0].path)
         else:
-            shutil.rmtree(out / f"{FAILURES}.lance" / "_versions")
+            for manifest in (out / f"{FAILURES}.lance" / "_versions").glob("*.manifest"):
+                manifest.write_bytes(b"not a manifest")
     with pytest.raises(IndexDirError, match=message) as raised:
         check_index_dir(out)
     assert "Traceback" not in str(raised.value)
@@ -70,6 +70,17 @@ def test_a_read_only_directory_is_refused(tmp_path):
     out.chmod(0o555)
     with pytest.raises(IndexDirError, match="is not writable"):
         check_index_dir(out)
+
+
+def test_a_table_whose_first_write_never_committed_is_removed_not_damage(tmp_path):
+    out = _index(tmp_path / "index")
+    killed = out / f"{DOCUMENTS}.lance" / "data"  # data files, no manifest: a killed first write
+    killed.mkdir(parents=True)
+    (killed / "part.lance").write_bytes(b"half")
+    assert recovery.remove_uncommitted_tables(out) == [DOCUMENTS]
+    check_index_dir(out)
+    assert recovery.remove_uncommitted_tables(out) == []  # the committed table stays
+    assert lance_store.read_table(out, FAILURES).num_rows == 1
 
 
 def test_the_job_exits_2_with_the_message_before_any_work(tmp_path, capsys):
