@@ -36,8 +36,8 @@ def test_a_segfault_is_a_crash_with_its_signal_and_the_caller_goes_on():
 def test_the_60000_deep_outline_crashes_its_child_not_the_caller(tmp_path):
     path = tmp_path / "deep_outline.pdf"
     path.write_bytes(deep_outline(60_000))
-    with pytest.raises(Isolated, match=r"^crashed: signal 11"):
-        run_isolated(probe_pdf, str(path), timeout_s=120)
+    with pytest.raises(Isolated, match=r"^crashed: signal (11|6) \(SIG(SEGV|ABRT)\)$"):
+        run_isolated(probe_pdf, str(path), timeout_s=120)  # (its stack overflows: either signal)
 
 
 def test_a_stall_is_killed_at_its_budget():
