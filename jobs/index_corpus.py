@@ -13,8 +13,10 @@ then the named flags, each a field of the index or models section (``--workers``
 ``index.parse_workers``, ``--model-config`` a JSON file of models fields). Models: the offline
 CPU default, or an OpenAI-compatible endpoint / vLLM. Runs locally (a local Ray is started) or
 on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``. Exits 0
-with a summary; with --strict, exits 1 when any input failed; 2 on a configuration that cannot
-work (checked before any work, without loading a model).
+with a summary; with --strict, exits 1 when any input failed; 2 on a configuration or an output
+directory that cannot work (checked before any work, without loading a model: ``--out`` must be
+new, empty or an undamaged index, and writable); 3 when another index job holds the index's
+lock (``--set index.lock_wait_s=SECONDS`` waits for it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from operators.config import BACKENDS, ConfigError, add_config_arguments, config_from_args
 from operators.models import ModelError
 from pipelines.index_pipeline import run_index
+from pipelines.store.index_lock import IndexLocked
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ModelError) as exc:
         print(f"index_corpus: {exc}", file=sys.stderr)
         return 2
+    except IndexLocked as exc:
+        print(f"index_corpus: {exc}", file=sys.stderr)
+        return 3
+    for note in summary.lock_notes:
+        print(f"index_corpus: {note}", file=sys.stderr)
     for failure in summary.failures:
         print(f"  {failure['stage']:>8}  {failure['uri']}: {failure['error']}", file=sys.stderr)
     for uri, why in list(summary.stale.items())[:10]:

@@ -144,6 +144,22 @@ class IndexConfig(Section):
     passages_per_enrich_batch: int = Field(
         256, ge=1, description="passage documents (JSONL) per enrich batch"
     )
+    doc_timeout_s: float = Field(
+        300.0, gt=0, description="seconds one document's probe, or its parse and assembly, may take"
+    )
+    doc_memory_mb: int = Field(
+        4096, ge=0, description="memory one document's parse may add (MiB; 0: no limit)"
+    )
+    task_retries: int = Field(
+        2, ge=0, description="retries of a Ray task whose worker died (bounded, never -1)"
+    )
+    lock_wait_s: float = Field(
+        0.0, ge=0, description="seconds to wait for another job's index lock; 0: exit at once"
+    )
+    lock_heartbeat_s: float = Field(10.0, gt=0, description="index lock heartbeat interval")
+    lock_stale_s: float = Field(
+        120.0, gt=0, description="a lock without a heartbeat for this long is stale and broken"
+    )
 
     def stage_gpus(self, backend: str) -> float:
         """GPUs per worker of a stage that runs the configured model in-process."""

@@ -36,7 +36,8 @@ import pyarrow as pa
 from operators.config import BookindexConfig, ConfigError
 from operators.kinds import FAILED, NEEDS_OCR
 from operators.models import check_config, embedding_width
-from operators.parsing.probe import InputFile, Problem, discover, identify
+from operators.parsing.discovery import discover
+from operators.parsing.probe import InputFile, Problem, identify
 from operators.structure.passages import Passage, is_passage_file, read_passages
 from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
@@ -44,9 +45,17 @@ from pipelines.model_requests import model_answers
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
+from pipelines.store.index_dir import check_index_dir
+from pipelines.store.index_lock import IndexLock
 from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, NODES, nodes_schema
-from pipelines.structure_stage import parse_range, plan_tasks, probe_document, structure_args
+from pipelines.structure_stage import (
+    Limits,
+    parse_range,
+    plan_tasks,
+    probe_document,
+    structure_args,
+)
 
 
 @dataclass
@@ -65,6 +74,7 @@ class Summary:
     stale: dict[str, str] = field(default_factory=dict)  # uri → why its build differs
     failures: list[dict] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    lock_notes: list[str] = field(default_factory=list)  # a stale lock broken, a wait
 
     def counts(self) -> dict:
         names = ("ok", "failed", "skipped", "needs_ocr", "pages", "passages", "nodes", "entities")
@@ -90,13 +100,42 @@ def run_index(
     as ``config`` says (its index, models and resolver sections; the defaults when None)."""
     config = config or BookindexConfig()
     started = time.perf_counter()
-    width = check_index_config(config, out_dir)
+    # Before any work: --out a file, not writable, neither empty nor an index; the model
+    # configuration. Then the lock, and under it (another job may be writing them) the tables:
+    # a stray file, a table that does not open or misses a data file, the vectors' width.
+    check_index_dir(out_dir, tables=False)
+    check_config(config.models)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    index = config.index
+    lock = IndexLock(out_dir, index.lock_heartbeat_s, index.lock_stale_s, index.lock_wait_s)
+    with lock:  # one writer per index (store/index_lock.py); IndexLocked when another holds it
+        uncreated = recovery.remove_uncommitted_tables(out_dir)  # a killed job's first write
+        check_index_dir(out_dir)
+        width = check_index_config(config, out_dir)
+        summary = _run_locked(inputs, out_dir, config, width, lock, uncreated)
+        summary.seconds = time.perf_counter() - started
+        summary.stats["summary"]["seconds"] = round(summary.seconds, 3)
+        write_stats(out_dir, summary.stats)
+    summary.lock_notes = lock.notes
+    return summary
+
+
+def _run_locked(
+    inputs: list[str],
+    out_dir: str | Path,
+    config: BookindexConfig,
+    width: int | None,
+    lock: IndexLock,
+    uncreated: list[str],
+) -> Summary:
+    """``run_index`` while this job holds the index lock (``uncreated``: the tables whose
+    uncommitted first write was removed)."""
     summary = Summary()
     driver = DriverPhases()
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
     with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
         recovered = recovery.recover(out_dir)
         phase.update(orphans=recovered.orphans, restored=recovered.restored)
+        phase["uncreated"] = uncreated
     with driver.phase("identify") as phase:
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))
@@ -124,9 +163,10 @@ def run_index(
     doc_rows: list[dict] = []
     if todo:
         lance_store.check_columns(out_dir, NODES)
-        run = _RayRun(config, Path(out_dir), driver, width)
+        run = _RayRun(config, Path(out_dir), driver, width, lock)
         doc_rows, summary.entities = run.index(todo, passages, replaced)
     elif replaced:
+        lock.check()
         _delete(out_dir, replaced)
         summary.entities = _refresh_entities(out_dir)
         recovery.mark_committed(out_dir)
@@ -146,27 +186,28 @@ def run_index(
     summary.failures = failures
     with driver.phase("layout_graph_backfill") as phase:  # indexes built before the graph
         phase["documents"] = backfill_layout_graph(out_dir)
-    summary.seconds = time.perf_counter() - started
     summary.stats = build_stats(summary.counts(), doc_rows, driver)
-    write_stats(out_dir, summary.stats)
     return summary
 
 
 def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFile], dict]:
-    """Inputs → files with their doc_id (PDFs hashed; JSONL corpora read passage by passage)."""
-    uris, problems = discover(inputs)
+    """Inputs → files with their doc_id (PDFs hashed; JSONL corpora read passage by passage).
+    A file that cannot be read is a problem under the name it was found by (discovery.py)."""
+    found = discover(inputs)
+    problems = list(found.problems)
+    uris = sorted(found.files)
     files = identify([u for u in uris if not is_passage_file(u)])
-    problems += [Problem(f.uri, "read", f.error) for f in files if f.error]
+    problems += [Problem(found.files[f.uri], "read", f.error) for f in files if f.error]
     files = [f for f in files if not f.error]
     passages: dict[str, Passage] = {}
     for corpus in (u for u in uris if is_passage_file(u)):
         try:
-            found = read_passages(corpus)
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(corpus, "read", f"{type(exc).__name__}: {exc}"))
+            found_passages = read_passages(corpus)
+        except OSError as exc:
+            problems.append(Problem(found.files[corpus], "read", f"cannot read file: {exc}"))
             continue
-        problems += [Problem(p.uri, "read", p.error) for p in found if p.error]
-        for p in found:
+        problems += [Problem(p.uri, "read", p.error) for p in found_passages if p.error]
+        for p in found_passages:
             if not p.error:
                 passages[p.doc_id] = p
                 files.append(InputFile(p.uri, p.doc_id, len(p.text.encode("utf-8"))))
@@ -266,7 +307,12 @@ class _RayRun:
     the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
 
     def __init__(
-        self, config: BookindexConfig, out_dir: Path, driver: DriverPhases, width: int | None
+        self,
+        config: BookindexConfig,
+        out_dir: Path,
+        driver: DriverPhases,
+        width: int | None,
+        lock: IndexLock,
     ) -> None:
         import ray
 
@@ -279,6 +325,7 @@ class _RayRun:
         DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         self.ray = ray
         self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
+        self.lock = lock
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
         self.workers = config.index.parse_workers or cpus
 
@@ -290,6 +337,7 @@ class _RayRun:
         with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
             per_doc = self._documents(todo, passages).materialize()
             phase["rows_out"] = per_doc.count()
+        self.lock.check()  # the first write: still this job's index
         _delete(self.out_dir, replaced)
         enrich = self.config.index.enrich
         heavy = [c for c in HEAVY if enrich or c not in ("node_vectors", "sentence_vectors")]
@@ -303,6 +351,7 @@ class _RayRun:
             phase["edges"], phase["communities"] = append_graph(self.out_dir, batches)
         n_entities = self._write_entities(doc_rows) if enrich else _count(self.out_dir, ENTITIES)
         # Every other table is written above; the documents rows go last (recovery.py).
+        self.lock.check()
         _commit(self.out_dir, doc_rows, self.config)
         return doc_rows, n_entities
 
@@ -328,6 +377,8 @@ class _RayRun:
                 dataset = model_answers(dataset, self.config, self.workers)
             if index.enrich:
                 args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
+                bounded = index.task_retries  # a dead actor is restarted a bounded number of times
+                args.update(max_restarts=bounded, max_task_retries=bounded)
                 dataset = dataset.map_batches(EnrichStage, **args)
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
@@ -338,11 +389,13 @@ class _RayRun:
         if not pdfs:
             return []
         ray = self.ray
+        limits, retries = Limits.of(self.config), {"max_retries": self.config.index.task_retries}
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
             # a probe takes milliseconds: a few blocks, not a task per file
             blocks = min(len(pdfs), 2 * self.workers)
             probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
-            probed = probed.map(probe_document).take_all()
+            probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
+            probed = probed.take_all()
             whole, ranges = plan_tasks(probed, self.config.index.pages_per_task, self.workers)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
         parts = []
@@ -353,7 +406,8 @@ class _RayRun:
             parts.append(books.map_batches(batch_size=None, batch_format="pyarrow", **args))
         if ranges:
             args = structure_args(self.config, self.workers, grouped=True)
-            split = ray.data.from_items(ranges, override_num_blocks=len(ranges)).map(parse_range)
+            split = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+            split = split.map(parse_range, fn_kwargs={"limits": limits}, **retries)
             grouped = split.groupby("doc_id", num_partitions=self.workers)
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
         return parts

@@ -9,14 +9,19 @@ Without a generative model these are plain functions (Ray tasks: nothing to load
 section filter (BookRAG §4.2.2) runs it: ``StructureStage``, a UDF class that loads the model
 once per worker, runs the same functions (``structure_args`` says which and how).
 
-One bad file becomes a failed document row; it never fails the job.
+One bad file becomes a failed document row; it never fails the job. Whatever touches a PDF runs
+in a child process (``operators.parsing.isolation``) within the document's budget
+(``index.doc_timeout_s``, ``index.doc_memory_mb``): a PDF that crashes MuPDF (SIGSEGV) or stalls
+it is failed with the reason (``crashed: signal 11``, ``timed out after N s``) and its worker goes
+on with the next document. ``Limits`` carries the budget into the tasks.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -24,6 +29,7 @@ from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
 from operators.kinds import FAILED
 from operators.models import ModelBackend
+from operators.parsing.isolation import Isolated, run_isolated
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
 from operators.structure.assemble import assemble_document
@@ -32,6 +38,38 @@ from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
 
 _TRACEBACK_CHARS = 2000
+
+
+class Limits(NamedTuple):
+    """One document's budget: seconds and added memory (MiB, 0: none) of its isolated work."""
+
+    timeout_s: float = 300.0
+    memory_mb: int = 4096
+
+    @classmethod
+    def of(cls, config: BookindexConfig) -> Limits:
+        return cls(config.index.doc_timeout_s, config.index.doc_memory_mb)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@functools.cache
+def _preload() -> None:
+    """Import in the worker, once, what the isolated children import lazily: a child is
+    discarded after its document, so an import there would be paid per document."""
+    import networkx.algorithms.community  # noqa: F401  (the layout graph's Louvain)
+    import pymupdf.utils  # noqa: F401  (page labels)
+
+
+def _isolated(fn: Any, *args: Any, limits: Limits) -> Any:
+    _preload()
+    return run_isolated(fn, *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
+
+
+def _isolation_failed(row: dict, exc: Isolated, stage: str) -> None:
+    """Mark a row failed in ``stage`` because its isolated work crashed, stalled or raised."""
+    row.update(status=FAILED, error=exc.reason, failure_stage=stage, traceback=exc.trace)
 
 
 def failure_tail(exc: BaseException) -> str:
@@ -44,19 +82,22 @@ def _failed(row: dict, exc: BaseException, stage: str) -> None:
     row.update(failure_stage=stage, traceback=failure_tail(exc))
 
 
-def probe_document(row: dict) -> dict:
+def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
     """One document's facts from ``probe_pdf``: status, error, warning, pages, metadata (JSON)
-    and the probe's time and memory. A probe that raises fails this document alone."""
+    and the probe's time and memory. A probe that raises, crashes or runs past the budget
+    fails this document alone."""
     started = time.perf_counter()
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status=FAILED, error="", warning="")
     base.update(failure_stage="", traceback="")
     try:
-        probe = probe_pdf(row["uri"])
+        probe = _isolated(probe_pdf, row["uri"], limits=limits)
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
         base["n_pages"] = probe.n_pages
         base["failure_stage"] = "open" if probe.status == FAILED else ""
         base["meta"] = to_json(probe.meta)
+    except Isolated as exc:
+        _isolation_failed(base, exc, "open")
     except Exception as exc:  # anything unexpected is this document's failure alone
         _failed(base, exc, "open")
     base["probe_s"] = time.perf_counter() - started
@@ -98,12 +139,25 @@ def _parse(row: dict) -> tuple[list[Block], list[str]]:
         return [], [f"pages {row['start'] + 1}-{row['stop']}: {type(exc).__name__}: {exc}"]
 
 
-def parse_range(row: dict) -> dict:
-    """Parse one page range into blocks (JSON, so every batch has the same Arrow schema)."""
-    started = time.perf_counter()
+def _parse_rows(row: dict) -> tuple[list[dict], list[str]]:
+    """``_parse`` with its blocks as rows (plain values: the answer of an isolated call)."""
     blocks, errors = _parse(row)
-    out = dict(row)
-    out["blocks"] = to_json([b.as_row() for b in blocks])
+    return [b.as_row() for b in blocks], errors
+
+
+def parse_range(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
+    """Parse one page range into blocks (JSON, so every batch has the same Arrow schema). A
+    crash or time-out is kept in ``range_error``: the document fails when it is assembled."""
+    started = time.perf_counter()
+    out = dict(row, range_error="", range_trace="")
+    blocks: list[dict] = []
+    errors: list[str] = []
+    try:
+        blocks, errors = _isolated(_parse_rows, row, limits=limits)
+    except Isolated as exc:
+        where = f"pages {row['start'] + 1}-{row['stop']}"
+        out.update(range_error=f"{where}: {exc.reason}", range_trace=exc.trace)
+    out["blocks"] = to_json(blocks)
     out["page_errors"] = to_json(errors)
     out["parse_s"] = time.perf_counter() - started
     out["parse_mb"] = peak_memory_mb()
@@ -115,17 +169,57 @@ def assemble_group(
     use_outline: bool,
     backend: ModelBackend | None = None,
     section_filter: str = "learned",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
-    """All page ranges of one document → one row: document facts and its nodes as JSON."""
+    """All page ranges of one document → one row: document facts and its nodes as JSON.
+    Without a model, the assembly runs isolated within the document's budget."""
     rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
-    blocks = [Block(**b) for r in rows for b in from_json(r["blocks"])]
+    first = rows[0]
+    broken = next((r for r in rows if r["range_error"]), None)
+    if broken is not None:  # a range crashed or stalled: the document fails with its reason
+        first = dict(first, status=FAILED, error=broken["range_error"], failure_stage="parse")
+        first["traceback"] = broken["range_trace"]
     errors = [e for r in rows for e in from_json(r["page_errors"])]
-    parse_s, parse_mb = sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows)
-    doc = _assemble(
-        rows[0], blocks, errors, (parse_s, parse_mb), use_outline, backend, section_filter
-    )
+    parsed = (sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows))
+    blocks = [b for r in rows for b in from_json(r["blocks"])] if broken is None else []
+    args = (first, blocks, errors, parsed, use_outline)
+    if backend is not None:
+        doc = _assemble_rows(*args, backend, section_filter)
+    else:
+        try:
+            doc = _isolated(_assemble_rows, *args, None, section_filter, limits=limits)
+        except Isolated as exc:
+            doc = document_row(first, errors)
+            _isolation_failed(doc, exc, "assemble")
+            doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
     doc["n_ranges"] = len(rows)
     return pa.Table.from_pylist([doc])
+
+
+def _assemble_rows(
+    first: dict,
+    blocks: list[dict],
+    page_errors: list[str],
+    parsed: tuple[float, float],
+    use_outline: bool,
+    backend: ModelBackend | None = None,
+    section_filter: str = "learned",
+) -> dict:
+    rows = [Block(**b) for b in blocks]
+    return _assemble(first, rows, page_errors, parsed, use_outline, backend, section_filter)
+
+
+def _index_one(
+    row: dict,
+    use_outline: bool,
+    backend: ModelBackend | None = None,
+    section_filter: str = "learned",
+) -> dict:
+    """One probed document parsed whole and assembled."""
+    started = time.perf_counter()
+    blocks, errors = _parse(row)
+    parsed = (time.perf_counter() - started, peak_memory_mb())
+    return _assemble(row, blocks, errors, parsed, use_outline, backend, section_filter)
 
 
 def index_documents(
@@ -133,16 +227,29 @@ def index_documents(
     use_outline: bool,
     backend: ModelBackend | None = None,
     section_filter: str = "learned",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
     """Probed documents, each parsed whole and assembled in this task (no page ranges, no
     grouping): the path of every document that ``plan_tasks`` does not split. The output
-    rows are those of ``assemble_group``."""
+    rows are those of ``assemble_group``. Each document runs isolated within its budget
+    (with a model: its parse; the model's calls stay in this process)."""
     docs = []
     for row in batch.to_pylist():
         started = time.perf_counter()
-        blocks, errors = _parse(row)
-        parsed = (time.perf_counter() - started, peak_memory_mb())
-        doc = _assemble(row, blocks, errors, parsed, use_outline, backend, section_filter)
+        try:
+            if backend is None:
+                doc = _isolated(_index_one, row, use_outline, None, section_filter, limits=limits)
+            else:
+                blocks, errors = _isolated(_parse_rows, row, limits=limits)
+                parsed = (time.perf_counter() - started, peak_memory_mb())
+                doc = _assemble_rows(
+                    row, blocks, errors, parsed, use_outline, backend, section_filter
+                )
+        except Isolated as exc:
+            doc = document_row(row, [])
+            _isolation_failed(doc, exc, "parse")
+            timings = {"probe": row["probe_s"], "parse": time.perf_counter() - started}
+            doc.update(stage_timings=to_json(timings), stage_memory=to_json({}), source="pdf")
         doc["n_ranges"] = 1
         docs.append(doc)
     return pa.Table.from_pylist(docs)
@@ -227,29 +334,30 @@ class StructureStage(ModelStage):
         use_outline: bool,
         grouped: bool = False,
         section_filter: str = "learned",
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         super().__init__(models)
-        self.use_outline = use_outline
+        self.use_outline, self.limits = use_outline, Limits(*limits)
         self.section_filter = section_filter
         self.fn = assemble_group if grouped else index_documents
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return self.fn(batch, self.use_outline, self.backend, self.section_filter)
+        return self.fn(batch, self.use_outline, self.backend, self.section_filter, self.limits)
 
 
 def structure_args(config: BookindexConfig, workers: int, grouped: bool) -> dict[str, Any]:
     """``fn`` and the ``map_batches`` / ``map_groups`` arguments of the assemble step: the plain
     function as Ray tasks, or ``StructureStage`` when a generative model refines the sections
     (``parse_workers`` of them, each with its GPU share)."""
+    retries = {"max_retries": config.index.task_retries}
     if not config.models.generative:
         fn = assemble_group if grouped else index_documents
-        return {
-            "fn": fn,
-            "fn_kwargs": {
-                "use_outline": config.index.use_outline,
-                "section_filter": config.index.section_filter,
-            },
+        kwargs = {
+            "use_outline": config.index.use_outline,
+            "section_filter": config.index.section_filter,
+            "limits": Limits.of(config),
         }
+        return {"fn": fn, "fn_kwargs": kwargs, **retries}
     args = model_stage_args(
         config,
         workers,
@@ -257,5 +365,8 @@ def structure_args(config: BookindexConfig, workers: int, grouped: bool) -> dict
         use_outline=config.index.use_outline,
         grouped=grouped,
         section_filter=config.index.section_filter,
+        limits=tuple(Limits.of(config)),
     )
+    # an actor whose process died is restarted a bounded number of times, never forever
+    args.update(max_restarts=config.index.task_retries, max_task_retries=config.index.task_retries)
     return {"fn": StructureStage, **args}

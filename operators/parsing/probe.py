@@ -1,4 +1,5 @@
-"""Input discovery and the first look at each file: identity, readability, page count.
+"""The first look at each input file: identity, readability, page count (discovery:
+``operators.parsing.discovery``).
 
 Every problem becomes a ``Problem`` with the stage and a message a user can act on; nothing
 here raises for bad input.
@@ -6,11 +7,9 @@ here raises for bad input.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pymupdf
 
@@ -47,32 +46,6 @@ class Probe:
     meta: dict = field(
         default_factory=dict
     )  # operators.parsing.parse.document_metadata, when opened
-
-
-def discover(inputs: list[str]) -> tuple[list[str], list[Problem]]:
-    """PDF paths named by directories (recursive), files and globs, sorted and unique."""
-    found: set[str] = set()
-    problems: list[Problem] = []
-    for item in inputs:
-        path = Path(item)
-        if path.is_dir():
-            pdfs = [str(p.resolve()) for p in path.rglob("*") if _is_pdf_name(p)]
-            if not pdfs:
-                problems.append(Problem(str(path.resolve()), "discover", "no PDF files found"))
-            found.update(pdfs)
-        elif path.is_file():
-            found.add(str(path.resolve()))
-        else:
-            matches = [Path(m) for m in glob.glob(item, recursive=True)]
-            files = [str(m.resolve()) for m in matches if m.is_file()]
-            if not files:
-                problems.append(Problem(item, "discover", "no such file, directory or glob match"))
-            found.update(files)
-    return sorted(found), problems
-
-
-def _is_pdf_name(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() == PDF_SUFFIX
 
 
 def _identify(uri: str) -> InputFile:

@@ -36,29 +36,84 @@ def is_passage_file(path: str) -> bool:
 
 
 def read_passages(path: str) -> list[Passage]:
-    """Every line of a JSONL corpus; a malformed line is a Passage with ``error`` set."""
-    passages = []
+    """Every line of a JSONL corpus; a line that breaks a rule is a Passage with ``error``.
+
+    The rules (README, "Input rules"): a line is a JSON object (bytes that are not UTF-8,
+    text that is not JSON, nesting deeper than Python's parser takes: errors of that line);
+    ``id`` is a string or an integer; ``title`` a string or null; ``text`` a non-blank string
+    (null, empty and whitespace-only text is not indexed); no string holds a lone surrogate
+    (``"\\ud800"``: not UTF-8, so not storable); an ``id`` seen on an earlier line of the file
+    is not indexed again (the first line with it wins, whatever the later text: a re-run
+    indexes the same passage). Blank lines are skipped."""
+    passages: list[Passage] = []
     source = str(Path(path).resolve())
-    with open(source, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
+    first_line: dict[str, int] = {}
+    with open(source, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
                 continue
-            uri = f"{source}#line{number}"
             try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError("a line must be a JSON object")
-                passage_id = str(record["id"])
-                title = str(record.get("title") or "")
-                text = str(record["text"])
-            except (ValueError, KeyError) as exc:
-                error = f"line {number}: not a passage ({type(exc).__name__}: {exc})"
-                passages.append(Passage(uri, "", "", "", "", error))
+                passage_id, title, text = _passage_fields(raw)
+            except _NotAPassage as exc:
+                error = f"line {number}: not a passage ({exc})"
+                passages.append(Passage(f"{source}#line{number}", "", "", "", "", error))
                 continue
+            if passage_id in first_line:
+                error = (
+                    f"line {number}: duplicate id {passage_id!r} (first on line "
+                    f"{first_line[passage_id]}, which is the one indexed)"
+                )
+                passages.append(Passage(f"{source}#line{number}", passage_id, "", "", "", error))
+                continue
+            first_line[passage_id] = number
             canonical = json.dumps([passage_id, title, text], ensure_ascii=False)
             doc_id = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
             passages.append(Passage(f"{source}#{passage_id}", passage_id, title, text, doc_id))
     return passages
+
+
+class _NotAPassage(ValueError):
+    pass
+
+
+def _passage_fields(raw: bytes) -> tuple[str, str, str]:
+    """(id, title, text) of one line, or ``_NotAPassage`` saying which rule it breaks."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _NotAPassage(f"not UTF-8: byte {exc.start}") from None
+    except RecursionError:
+        raise _NotAPassage("JSON nested too deeply") from None
+    except ValueError as exc:
+        raise _NotAPassage(f"not JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise _NotAPassage("a line must be a JSON object")
+    passage_id = record.get("id")
+    if isinstance(passage_id, bool) or not isinstance(passage_id, str | int):
+        raise _NotAPassage(f"id must be a string or an integer, not {_kind(record, 'id')}")
+    title = record.get("title")
+    if title is not None and not isinstance(title, str):
+        raise _NotAPassage(f"title must be a string or null, not {_kind(record, 'title')}")
+    text = record.get("text")
+    if not isinstance(text, str):
+        raise _NotAPassage(f"text must be a string, not {_kind(record, 'text')}")
+    if not text.strip():
+        raise _NotAPassage("text is empty")
+    fields = (str(passage_id), title or "", text)
+    for name, value in zip(("id", "title", "text"), fields, strict=True):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _NotAPassage(f"{name} holds a lone surrogate at character {exc.start}") from None
+    if not fields[0].strip():
+        raise _NotAPassage("id is empty")
+    return fields
+
+
+def _kind(record: dict, key: str) -> str:
+    if key not in record:
+        return "missing"
+    return "null" if record[key] is None else type(record[key]).__name__
 
 
 def passage_nodes(passage: Passage) -> tuple[list[Node], list[dict]]:

@@ -16,12 +16,16 @@ A run writes every other table first — ``nodes`` (one atomic Ray ``write_lance
   holding the killed run's entities.
 
 Every Lance write is itself atomic (a new version becomes visible in one manifest commit), so a
-reader sees a table either before or after a write, never half of it. One indexing job at a time
-per index: two concurrent writers are not coordinated.
+reader sees a table either before or after a write, never half of it. A job killed during the
+*first* write of a table leaves a table directory without any manifest (data files only):
+``remove_uncommitted_tables`` removes it. One indexing job at a time per index: every job holds
+the index lock (``index_lock.py``) while it recovers and writes, so the rows ``recover`` deletes
+are always a dead job's.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +116,19 @@ def recover(index_dir: str | Path) -> Recovery:
     else:  # consistent: whatever is there now is committed (a kill after the documents append)
         mark_committed(index_dir)
     return result
+
+
+def remove_uncommitted_tables(index_dir: str | Path) -> list[str]:
+    """Remove the table directories whose first write never committed (no manifest under
+    ``_versions``: only data files of a killed job, invisible to every reader); their names.
+    Call under the index lock."""
+    removed = []
+    for table in TABLES:
+        path = Path(lance_store.table_path(index_dir, table))
+        if path.is_dir() and not any((path / "_versions").glob("*.manifest")):
+            shutil.rmtree(path)
+            removed.append(table)
+    return removed
 
 
 def mark_committed(index_dir: str | Path) -> None:

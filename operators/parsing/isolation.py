@@ -1,0 +1,113 @@
+"""Run one document's work in a child process, so that a crash or a stall is that document's
+failure and not its worker's.
+
+MuPDF is C: a crafted PDF can crash the process that opens it (a 60,000-deep outline makes
+``pymupdf.open`` segfault) or keep it busy for as long as it likes. ``run_isolated`` calls a
+function in a forked child (it inherits the worker's imported modules, so a child costs a fork
+and a pickle of the function's answer: milliseconds), waits at most ``timeout_s`` for its answer, and turns what can go
+wrong into ``Isolated`` with a reason a user can read: ``crashed: signal 11``, ``timed out after
+30 s``, ``crashed: exit code 1`` (an allocation the memory budget refused, say). The child's
+address space may grow by at most ``memory_mb`` (``RLIMIT_AS``), so an image or Flate bomb fails its
+own allocation instead of the machine's memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import resource
+import signal
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+_TRACE_CHARS = 2000
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
+# fork, not spawn or forkserver: those re-import the parent's __main__ in the child (a Ray
+# worker's main module), and spawn re-imports every module a call needs.
+_context = multiprocessing.get_context("fork")
+
+
+class Isolated(Exception):
+    """The isolated call did not return: ``reason`` says why (crash, time-out, exception)."""
+
+    def __init__(self, reason: str, trace: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.trace = trace
+
+
+def _own_process() -> None:
+    """Name the child ``bookindex-doc`` (not its worker's name) and have it killed when its
+    parent dies (a worker killed mid-call leaves no stalled orphan behind). Linux only."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NAME, b"bookindex-doc", 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
+    _own_process()
+    if memory_mb > 0:  # on top of what the parent had mapped (a Ray worker maps its object store)
+        limit = _mapped_bytes() + memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        conn.send(("ok", fn(*args)))
+    except BaseException as exc:  # reported to the parent, which raises Isolated
+        tail = "".join(traceback.format_exception(exc))[-_TRACE_CHARS:]
+        conn.send(("raised", f"{type(exc).__name__}: {exc}", tail))
+    finally:
+        conn.close()
+
+
+def _mapped_bytes() -> int:
+    """This process's virtual memory size (``VmSize``), 0 when /proc does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0) -> Any:
+    """``fn(*args)`` in a child process: its value, or ``Isolated`` when the child crashed,
+    ran past ``timeout_s`` seconds (it is killed), or raised. ``fn`` must be a module-level
+    function or a builtin."""
+    context = _context
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(send, fn, args, memory_mb), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(timeout_s):
+            child.kill()
+            raise Isolated(f"timed out after {timeout_s:g} s")
+        try:
+            answer = receive.recv()
+        except EOFError:  # the child died before it answered
+            child.join(timeout=10)
+            raise Isolated(_death(child.exitcode)) from None
+    finally:
+        receive.close()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    if answer[0] == "ok":
+        return answer[1]
+    raise Isolated(answer[1], answer[2])
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown"
+        return f"crashed: signal {-exitcode} ({name})"
+    return f"crashed: exit code {exitcode}"

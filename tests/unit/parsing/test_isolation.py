@@ -1,0 +1,68 @@
+"""A document's PDF work in a child process (operators/parsing/isolation.py): a crash, a stall,
+an exception or an allocation past the memory budget is an ``Isolated`` with its reason, and the
+caller goes on; a real PDF parsed in a child gives what it gives in-process."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import pymupdf
+import pytest
+
+from operators.eval.hostile_corpus import deep_outline
+from operators.parsing.isolation import Isolated, run_isolated
+from operators.parsing.parse import parse_pages
+from operators.parsing.probe import probe_pdf
+
+
+def _parse_texts(path: str) -> list[str]:
+    with pymupdf.open(path) as doc:
+        return [b.text for b in parse_pages(doc, 0, doc.page_count).blocks]
+
+
+def test_a_real_pdf_parses_in_a_child_as_in_process(shared_data):
+    pdf = str(shared_data / "mmlongbench" / "documents" / "2303.05039v2.pdf")
+    assert run_isolated(_parse_texts, pdf, timeout_s=120) == _parse_texts(pdf)
+
+
+def test_a_segfault_is_a_crash_with_its_signal_and_the_caller_goes_on():
+    with pytest.raises(Isolated, match=r"^crashed: signal 11"):
+        run_isolated(ctypes.string_at, 0, timeout_s=30)
+    assert run_isolated(len, "still here", timeout_s=30) == 10
+
+
+def test_the_60000_deep_outline_crashes_its_child_not_the_caller(tmp_path):
+    path = tmp_path / "deep_outline.pdf"
+    path.write_bytes(deep_outline(60_000))
+    with pytest.raises(Isolated, match=r"^crashed: signal (11|6) \(SIG(SEGV|ABRT)\)$"):
+        run_isolated(probe_pdf, str(path), timeout_s=120)  # (its stack overflows: either signal)
+
+
+def test_a_stall_is_killed_at_its_budget():
+    started = time.monotonic()
+    with pytest.raises(Isolated, match=r"^timed out after 1 s$"):
+        run_isolated(time.sleep, 60, timeout_s=1)
+    assert time.monotonic() - started < 30  # killed, not waited for
+
+
+def test_an_exception_in_the_child_keeps_its_type_message_and_traceback():
+    with pytest.raises(Isolated) as raised:
+        run_isolated(int, "not a number", timeout_s=30)
+    assert raised.value.reason.startswith("ValueError: invalid literal")
+    assert "Traceback" in raised.value.trace
+
+
+def test_an_allocation_past_the_memory_budget_fails_in_the_child():
+    with pytest.raises(Isolated, match="MemoryError"):
+        run_isolated(bytearray, 8 << 30, timeout_s=60, memory_mb=512)
+
+
+def test_no_child_outlives_its_call():
+    run_isolated(os.getpid, timeout_s=30)
+    with pytest.raises(Isolated):
+        run_isolated(time.sleep, 60, timeout_s=0.5)
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []
