@@ -22,8 +22,9 @@ import pyarrow as pa
 
 from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
-from operators.kinds import FAILED
+from operators.kinds import FAILED, NEEDS_OCR, OK
 from operators.models import ModelBackend
+from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
 from operators.structure.assemble import assemble_document
@@ -50,10 +51,11 @@ def probe_document(row: dict) -> dict:
     started = time.perf_counter()
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status=FAILED, error="", warning="")
-    base.update(failure_stage="", traceback="")
+    base.update(failure_stage="", traceback="", ocr_pages="[]")
     try:
         probe = probe_pdf(row["uri"])
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
+        base["ocr_pages"] = to_json(probe.ocr_pages)
         base["n_pages"] = probe.n_pages
         base["failure_stage"] = "open" if probe.status == FAILED else ""
         base["meta"] = to_json(probe.meta)
@@ -116,15 +118,25 @@ def assemble_group(
     backend: ModelBackend | None = None,
     section_filter: str = "learned",
 ) -> pa.Table:
-    """All page ranges of one document → one row: document facts and its nodes as JSON."""
-    rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
-    blocks = [Block(**b) for r in rows for b in from_json(r["blocks"])]
+    """All page ranges of one document (and its pages read by OCR, ``ocr_stage``) → one row:
+    document facts and its nodes as JSON."""
+    rows = sorted(batch.to_pylist(), key=lambda r: (r["start"], r.get("ocr", False)))
+    ranges = [r for r in rows if not r.get("ocr")]
+    read = [r for r in rows if r.get("ocr")]
+    blocks = [Block(**b) for r in ranges for b in from_json(r["blocks"])]
+    if read:
+        ocr_blocks = [Block(**b) for r in read for b in from_json(r["blocks"])]
+        blocks = merge_ocr_blocks(blocks, ocr_blocks)
     errors = [e for r in rows for e in from_json(r["page_errors"])]
     parse_s, parse_mb = sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows)
+    first = dict(rows[0])
+    if read and first["status"] == NEEDS_OCR:  # its text came from OCR: indexed like any other
+        first.update(status=OK, error="")
     doc = _assemble(
-        rows[0], blocks, errors, (parse_s, parse_mb), use_outline, backend, section_filter
+        first, blocks, errors, (parse_s, parse_mb), use_outline, backend, section_filter
     )
-    doc["n_ranges"] = len(rows)
+    doc["n_ranges"] = len(ranges)
+    doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
     return pa.Table.from_pylist([doc])
 
 
