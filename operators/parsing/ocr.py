@@ -239,25 +239,47 @@ def stroke_width(crop: np.ndarray) -> float:
     return n_ink / max(edge, 1)
 
 
+_SECTION_NUMBER_ONLY = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?$")  # "7", "7.5.2.4", "3."
+_NUMBERED_LINE = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?\s+\S")  # "7.6 Institutional ..."
+
+
 def _merge_same_line(lines: list[OcrLine]) -> list[OcrLine]:
-    """Boxes the detector cut apart on one text line ("1.2" and its title; words across a wide
-    gap) joined again: they overlap vertically by most of their height and the gap between
-    them is under the line's height (a column gap is wider)."""
-    merged: list[OcrLine] = []
-    for line in sorted(lines, key=lambda ln: (round((ln.y0 + ln.y1) / 2), ln.x0)):
-        for prev in reversed(merged[-4:]):
-            height = min(prev.y1 - prev.y0, line.y1 - line.y0)
-            overlap = min(prev.y1, line.y1) - max(prev.y0, line.y0)
-            gap = line.x0 - prev.x1
-            if overlap > 0.6 * height and -0.2 * height <= gap < 1.2 * height:
-                prev.text = f"{prev.text} {line.text}"
-                prev.x1, prev.y0, prev.y1 = line.x1, min(prev.y0, line.y0), max(prev.y1, line.y1)
-                prev.stroke = (prev.stroke + line.stroke) / 2
-                prev.size = max(prev.size, line.size)
-                prev.score = min(prev.score, line.score)
+    """Boxes the detector cut apart on one text line joined again: they overlap vertically by
+    most of their height, and the gap between them is under the line's height (words across
+    a wide gap; a column gap is wider) or, after a section number set apart on the left
+    ("7.5.2.4" and its title), under four times it."""
+    rows: list[list[OcrLine]] = []  # boxes on one text row (they overlap vertically)
+    for line in sorted(lines, key=lambda ln: (ln.y0 + ln.y1) / 2):
+        for row in reversed(rows[-3:]):
+            last = row[-1]
+            height = min(last.y1 - last.y0, line.y1 - line.y0)
+            if min(last.y1, line.y1) - max(last.y0, line.y0) > 0.6 * height:
+                row.append(line)
                 break
         else:
-            merged.append(line)
+            rows.append([line])
+    merged: list[OcrLine] = []
+    for row in rows:
+        row.sort(key=lambda ln: ln.x0)
+        current = row[0]
+        for line in row[1:]:
+            height = min(current.y1 - current.y0, line.y1 - line.y0)
+            gap = line.x0 - current.x1
+            number = _SECTION_NUMBER_ONLY.match(current.text) is not None
+            # boxes of one row may overlap a little: the detector pads each box
+            if -0.5 * height <= gap < (4.0 if number else 1.2) * height:
+                if number:  # the number takes the style of its title
+                    current.size, current.stroke = line.size, line.stroke
+                current.text = f"{current.text} {line.text}"
+                current.x1 = line.x1
+                current.y0, current.y1 = min(current.y0, line.y0), max(current.y1, line.y1)
+                current.stroke = (current.stroke + line.stroke) / 2
+                current.size = max(current.size, line.size)
+                current.score = min(current.score, line.score)
+            else:
+                merged.append(current)
+                current = line
+        merged.append(current)
     return merged
 
 
@@ -275,22 +297,43 @@ def lines_to_blocks(lines: list[OcrLine], page_no: int, width: float, height: fl
         bold = typical is not None and stroke > BOLD_STROKE_RATIO * typical
         span = {"text": line.text, "size": size, "flags": 16 if bold else 0, "font": OCR_FONT}
         as_line = {"bbox": (line.x0, line.y0, line.x1, line.y1), "spans": [span]}
-        _add_to_layout_block(raw_blocks, as_line)
+        _add_to_layout_block(raw_blocks, as_line, lines)
     return blocks_from_lines(raw_blocks, page_no, width, height)
 
 
-def _add_to_layout_block(raw_blocks: list[list[dict]], line: dict) -> None:
+def _add_to_layout_block(raw_blocks: list[list[dict]], line: dict, page: list[OcrLine]) -> None:
     """Put ``line`` into the layout block it continues (the latest one ending just above it in
     the same column: overlapping horizontally, at most a line's height of gap), else a new one.
-    PyMuPDF's own blocks play this part on text pages."""
+    PyMuPDF's own blocks play this part on text pages; like them, a numbered heading set in
+    the text face ("7.6 Institutional Fragmentation ...") is a block of its own: a line that
+    opens with a section number starts a block, and a block that opened so ends after a line
+    that stops short of its column's right edge (its title's last line)."""
     x0, y0, x1, y1 = line["bbox"]
     height = y1 - y0
+    numbered = _NUMBERED_LINE.match(line["spans"][0]["text"]) is not None
     for block in reversed(raw_blocks[-6:]):
         bx0, _, bx1, by1 = block[-1]["bbox"]
         if min(bx1, x1) - max(bx0, x0) > 0 and -0.3 * height <= y0 - by1 < 1.0 * height:
-            block.append(line)
-            return
+            if not numbered and not _heading_ended(block, page, x0):
+                block.append(line)
+                return
+            break
     raw_blocks.append([line])
+
+
+def _heading_ended(block: list[dict], page: list[OcrLine], next_x0: float) -> bool:
+    """A block opened by a numbered line, of at most two lines, whose last line stops short of
+    the right edge of the lines that start where it starts (its column) by more than its
+    height: justified text reaches that edge, a title's last line does not. A second line
+    indented past the number (``next_x0``) continues the title."""
+    if len(block) > 2 or not _NUMBERED_LINE.match(block[0]["spans"][0]["text"]):
+        return False
+    x0, y0, _, y1 = block[0]["bbox"]
+    if len(block) == 1 and next_x0 > x0 + 0.5 * (y1 - y0):
+        return False
+    right = max((ln.x1 for ln in page if abs(ln.x0 - x0) < 15), default=block[-1]["bbox"][2])
+    last = block[-1]["bbox"]
+    return last[2] < right - (last[3] - last[1])  # short by more than a line's height
 
 
 def snap_font_sizes(blocks: list[Block]) -> None:
