@@ -122,11 +122,11 @@ def _headings(blocks, n_pages: int) -> list[tuple[int, str, int]]:
     return [(h.level, h.title, h.page) for h in headings]
 
 
-def measure_headings(engine: TimedEngine, dpi: int, size: int) -> dict:
+def measure_headings(engine: TimedEngine, dpi: int, size: int, book: str) -> dict:
     """Heading trees of a window of a HiPS book: text layer vs OCR of its scan."""
-    pages = _window(HEADING_BOOK, size)
-    src = str(hips_dir() / "PDFs" / f"{HEADING_BOOK}.pdf")
-    gold = [(lv, t, p - pages[0] + 1) for lv, t, p in load_hips_gold(HEADING_BOOK) if p in pages]
+    pages = _window(book, size)
+    src = str(hips_dir() / "PDFs" / f"{book}.pdf")
+    gold = [(lv, t, p - pages[0] + 1) for lv, t, p in load_hips_gold(book) if p in pages]
     with tempfile.TemporaryDirectory() as tmp:
         text_pdf, scan_pdf = f"{tmp}/text.pdf", f"{tmp}/scan.pdf"
         page_subset_pdf(src, text_pdf, pages)
