@@ -383,7 +383,9 @@ class _RayRun:
             ocr = split.union(ocr)
         args = structure_args(self.config, self.workers, grouped=True)
         grouped = ocr.groupby("doc_id", num_partitions=self.workers)
-        return grouped.map_groups(batch_format="pyarrow", **args)
+        # Materialised here: an actor pool downstream (enrich) would otherwise hold every CPU
+        # while the grouping's shuffle tasks wait for one (seen on a 2-CPU cluster).
+        return grouped.map_groups(batch_format="pyarrow", **args).materialize()
 
     def _write_nodes(self, per_doc, doc_rows: list[dict]) -> None:
         n_nodes = sum(row["n_nodes"] for row in doc_rows)

@@ -205,20 +205,30 @@ def restore_spaces(text: str, char_boxes: list, crop: np.ndarray, crop_x0: int) 
     out = []
     for k, i in enumerate(glyphs):
         out.append(text[(glyphs[k - 1] + 1 if k else 0) : i + 1])
-        if k in cut_after and glyphs[k + 1] == i + 1:  # adjacent: no space between them yet
+        pair = text[i] + text[glyphs[k + 1]] if k + 1 < len(glyphs) else ""
+        in_number = len(pair) == 2 and all(c.isdigit() or c == "." for c in pair)
+        # adjacent (no space between them yet), and not inside a number ("3.6.1", "157":
+        # figures are set apart wider than letters)
+        if k in cut_after and glyphs[k + 1] == i + 1 and not in_number:
             out.append(" ")
     out.append(text[glyphs[-1] + 1 :])
     return "".join(out)
 
 
 def font_size_estimate(crop: np.ndarray, text: str) -> float:
-    """The font size of a line, in pixels, from the band of rows that hold most of its ink:
-    the x-height when the text has lower-case letters, else the cap height."""
+    """The font size of a line, in pixels: from the band of rows that hold most of its ink
+    (the x-height) when the text has lower-case letters, else from the height of its ink
+    (the cap height)."""
     if crop.size == 0:
         return 0.0
-    band = _x_band(_ink(crop))
-    lower = any(c.islower() for c in text)
-    return band * (SIZE_PER_X_HEIGHT if lower else SIZE_PER_CAP_HEIGHT)
+    ink = _ink(crop)
+    if any(c.islower() for c in text):
+        return _x_band(ink) * SIZE_PER_X_HEIGHT
+    # Capitals and figures fill their height unevenly ("E", "U", "3.3"), but have no
+    # descenders to speak of: their height is the extent of the rows with real ink.
+    rows = ink.sum(axis=1)
+    inked = np.flatnonzero(rows >= 0.15 * np.percentile(rows[rows > 0], 75)) if rows.any() else []
+    return (int(inked[-1]) - int(inked[0]) + 1) * SIZE_PER_CAP_HEIGHT if len(inked) else 0.0
 
 
 def stroke_width(crop: np.ndarray) -> float:
