@@ -19,7 +19,9 @@ BOOK = (
     "hips/PDFs/climate-change-and-international-shipping-the-regulatory-framework-for-the-"
     "reduction-of-greenhouse-gas-emissions.pdf"
 )
-BOOK_PAGES = [428, 429]  # "7.6 Institutional Fragmentation, ..." and "7.6.1 ..." open on 428
+# "7.5.2.4 Proposed Mechanisms ..." and "7.5.2.4.1 ..." on 422, "7.5.2.4.2"/"7.5.2.4.3" on 424
+# (fewer pages leave the text layer's own tree empty too: too little to tell body from title)
+BOOK_PAGES = [422, 423, 424]
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
 
 
@@ -79,7 +81,7 @@ def test_the_next_run_reads_the_needs_ocr_document_and_replaces_its_rows(runs):
     before, after, _, _ = runs
     book = _doc(after, "scanned_book.pdf")
     assert book["doc_id"] == _doc(before, "scanned_book.pdf")["doc_id"]
-    assert (book["status"], book["ocr_pages"], book["n_pages"]) == ("ok", 2, 2)
+    assert (book["status"], book["ocr_pages"], book["n_pages"]) == ("ok", 3, 3)
     assert after[FAILURES].filter(pl.col("doc_id") == book["doc_id"]).height == 0
     nodes = after[NODES].filter(pl.col("doc_id") == book["doc_id"])
     assert nodes.filter(pl.col("kind") == "image").height == 0  # the page images gave way
@@ -92,12 +94,13 @@ def test_the_scanned_book_gets_its_heading_tree(runs):
     sections = nodes.filter(pl.col("kind") == "section")
     titles = sections["title"].to_list()
     wanted = [
-        "7.6 Institutional Fragmentation, Imbalance of Interests, and Proposed Reforms",
-        "7.6.1 Institutional Fragmentation in Global Reduction of Shipping GHG Emissions",
+        "7.5.2.4 Proposed Mechanisms for the Selected Market-Based Measure",
+        "7.5.2.4.1 Overview of the Add-on RM Built into a Global GHG Fund",
+        "7.5.2.4.3 Application Threshold of the Scheme",
     ]
     for title in wanted:
         assert max(title_similarity(title, t) for t in titles) >= 0.8, titles
-    assert book["n_sections"] == sections.height >= 2
+    assert book["n_sections"] == sections.height >= 3
 
 
 def test_ocr_paragraphs_have_coordinates_text_and_vectors(runs):
@@ -107,7 +110,7 @@ def test_ocr_paragraphs_have_coordinates_text_and_vectors(runs):
     assert nodes.height >= 4
     for row in nodes.iter_rows(named=True):
         x0, y0, x1, y1 = row["bbox"]
-        assert 0 <= x0 < x1 and 0 <= y0 < y1 and row["page_start"] in (1, 2)
+        assert 0 <= x0 < x1 and 0 <= y0 < y1 and row["page_start"] in (1, 2, 3)
         assert row["vector"] is not None and len(row["vector"]) == 384
         assert row["font_size"] > 0
     # the words OCR read are the page's words: most of the 6+ letter words of the text layer
@@ -118,12 +121,14 @@ def test_ocr_paragraphs_have_coordinates_text_and_vectors(runs):
 
 
 def test_entities_are_extracted_from_ocr_text(runs):
-    _, after, _, _ = runs
+    _, after, book_words, _ = runs
     book = _doc(after, "scanned_book.pdf")
     mentions = after[MENTIONS].filter(pl.col("doc_id") == book["doc_id"])
     assert mentions.height >= 3
     names = after[ENTITIES].filter(pl.col("entity_id").is_in(mentions["entity_id"]))["name"]
-    assert any("IMO" in n or "UNFCCC" in n for n in names.to_list()), names.to_list()
+    text_layer = " ".join(book_words)
+    # named entities of the book's own text (as its text layer spells them), not OCR noise
+    assert sum(name in text_layer for name in names.to_list()) >= 3, names.to_list()
 
 
 def test_an_image_only_page_inside_a_text_pdf_is_read(runs):
