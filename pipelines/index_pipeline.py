@@ -99,7 +99,9 @@ def run_index(
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))
     lance_store.add_missing_columns(out_dir, DOCUMENTS)  # an index from before a column
-    existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri", "build", "status"]).to_pylist()
+    existing = lance_store.read_table(
+        out_dir, DOCUMENTS, ["doc_id", "uri", "build", "status"]
+    ).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
     # Documents an earlier run left without text (OCR off then) are read again with OCR on.
     retry = (
