@@ -2,7 +2,7 @@
 
     python -m jobs.index_corpus INPUT... --out DIR [--strict] [--config FILE]
         [--set SECTION.FIELD=VALUE ...] [--force] [--keep-stale] [--no-outline] [--pages-per-task N]
-        [--workers N] [--no-enrich] [--models offline|openai|vllm] [--model-config FILE.json]
+        [--workers N] [--no-enrich] [--no-ocr] [--models offline|openai|vllm] [--model-config FILE.json]
         [--model-gpus G]
 
 INPUT may be directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, field, what in (
         ("--no-outline", "use_outline", "ignore PDF outlines, layout evidence only"),
         ("--no-enrich", "enrich", "structure only, no vectors, no entities"),
+        ("--no-ocr", "ocr", "pages without a text layer stay unread (status needs_ocr)"),
     ):
         flag(
             name,
@@ -83,6 +84,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "pages_per_task": args.pages_per_task,
         "parse_workers": args.workers,
         "enrich": args.enrich,
+        "ocr": args.ocr,
         "model_gpus": args.model_gpus,
     }
     return {"index": index, "models": models}

@@ -160,6 +160,20 @@ class IndexConfig(Section):
     lock_stale_s: float = Field(
         120.0, gt=0, description="a lock without a heartbeat for this long is stale and broken"
     )
+    ocr: bool = Field(
+        True, description="read pages without a text layer with OCR (rapidocr-onnxruntime)"
+    )
+    ocr_dpi: int = Field(200, ge=72, le=600, description="resolution pages are rendered at for OCR")
+    ocr_workers: int | None = Field(
+        None, ge=1, description="OCR workers (each loads the OCR models once); None: CPUs"
+    )
+    ocr_batch_size: int = Field(4, ge=1, description="pages per OCR call")
+    ocr_threads: int = Field(
+        0, ge=0, description="onnxruntime threads per OCR worker; 0: CPUs / OCR workers"
+    )
+    ocr_gpus: float = Field(
+        0.0, ge=0, description="GPUs per OCR worker (onnxruntime's CUDA provider, where installed)"
+    )
 
     def stage_gpus(self, backend: str) -> float:
         """GPUs per worker of a stage that runs the configured model in-process."""

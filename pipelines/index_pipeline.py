@@ -42,6 +42,7 @@ from operators.structure.passages import Passage, is_passage_file, read_passages
 from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
 from pipelines.model_requests import model_answers
+from pipelines.ocr_stage import OcrStage, ocr_args, ocr_tasks, text_ranges
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
@@ -140,8 +141,15 @@ def _run_locked(
         uris, problems, files, passages = _identify(inputs)
         phase.update(rows_in=len(uris), rows_out=len(files))
     lance_store.add_missing_columns(out_dir, DOCUMENTS)  # an index from before a column
-    existing = lance_store.read_table(out_dir, DOCUMENTS, ["doc_id", "uri", "build"]).to_pylist()
+    existing = lance_store.read_table(
+        out_dir, DOCUMENTS, ["doc_id", "uri", "build", "status"]
+    ).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
+    # Documents an earlier run left without text (OCR off then) are read again with OCR on.
+    retry = (
+        {r["doc_id"] for r in existing if r["status"] == NEEDS_OCR} if config.index.ocr else set()
+    )
+    known_ids -= retry
     by_content: dict[str, InputFile] = {}
     for f in files:  # identical bytes under two names are one document (the first name)
         by_content.setdefault(f.doc_id, f)
@@ -158,7 +166,7 @@ def _run_locked(
     live_ids = set(current.values())
     stale = {r["doc_id"] for r in existing if r["uri"] in current and r["doc_id"] not in live_ids}
     forced = {f.doc_id for f in todo} & known_ids  # --force, or built otherwise
-    replaced = sorted(stale | forced)
+    replaced = sorted(stale | forced | ({f.doc_id for f in todo} & retry))
 
     doc_rows: list[dict] = []
     if todo:
@@ -396,8 +404,12 @@ class _RayRun:
             probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
             probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
             probed = probed.take_all()
-            whole, ranges = plan_tasks(probed, self.config.index.pages_per_task, self.workers)
+            pages = ocr_tasks(probed) if self.config.index.ocr else []
+            scanned = {r["doc_id"] for r in pages}
+            plain = [r for r in probed if r["doc_id"] not in scanned]
+            whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
+            phase["ocr_pages"] = len(pages)
         parts = []
         if whole:
             args = structure_args(self.config, self.workers, grouped=False)
@@ -410,7 +422,36 @@ class _RayRun:
             split = split.map(parse_range, fn_kwargs={"limits": limits}, **retries)
             grouped = split.groupby("doc_id", num_partitions=self.workers)
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
+        if pages:
+            parts.append(self._ocr_part(probed, scanned, pages))
         return parts
+
+    def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict]):
+        """Documents with pages to OCR: their text pages parsed in ranges, their image-only
+        pages read by the OCR stage (an actor pool), both grouped by document and
+        assembled together."""
+        ray, index = self.ray, self.config.index
+        cpus = max(1, int(ray.available_resources().get("CPU", 1)))
+        ocr = ray.data.from_items(pages, override_num_blocks=min(len(pages), 4 * self.workers))
+        args = ocr_args(self.config, self.workers, cpus)
+        bounded = index.task_retries  # a dead actor is restarted a bounded number of times
+        ocr = ocr.map_batches(OcrStage, max_restarts=bounded, max_task_retries=bounded, **args)
+        texts = [
+            t
+            for r in probed
+            if r["doc_id"] in scanned
+            for t in text_ranges(r, index.pages_per_task)
+        ]
+        if texts:
+            split = ray.data.from_items(texts, override_num_blocks=len(texts))
+            limits = Limits.of(self.config)
+            split = split.map(parse_range, fn_kwargs={"limits": limits}, max_retries=bounded)
+            ocr = split.union(ocr)
+        args = structure_args(self.config, self.workers, grouped=True)
+        grouped = ocr.groupby("doc_id", num_partitions=self.workers)
+        # Materialised here: an actor pool downstream (enrich) would otherwise hold every CPU
+        # while the grouping's shuffle tasks wait for one (seen on a 2-CPU cluster).
+        return grouped.map_groups(batch_format="pyarrow", **args).materialize()
 
     def _write_nodes(self, per_doc, doc_rows: list[dict]) -> None:
         n_nodes = sum(row["n_nodes"] for row in doc_rows)
@@ -470,6 +511,7 @@ def _document_rows(doc_rows: list[dict], config: BookindexConfig) -> list[dict]:
             "page_labels": from_json(row["page_labels"]),
             "toc": row["toc"],
             "build": builds[row.get("source") or "pdf"],
+            "ocr_pages": row["n_ocr_pages"],
         }
         for row in sorted(doc_rows, key=lambda r: r["uri"])
     ]

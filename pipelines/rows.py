@@ -39,11 +39,14 @@ PROBE_FIELDS = {
     "warning": "a problem that did not stop it",
     "failure_stage": "open / assemble / layout_graph, when it failed",
     "traceback": "the tail of the failure's traceback",
+    "ocr_pages": "JSON list: 1-based pages without a text layer (operators.parsing.ocr)",
     "probe_s": "seconds of the probe",
     "probe_mb": "peak memory of the probing process",
 }
-# Added by parse_range (books split into page ranges).
+# Added by parse_range (books split into page ranges) and by the OCR stage (one page a row,
+# pipelines/ocr_stage.py); ``ocr`` says which made the row.
 PARSE_FIELDS = {
+    "ocr": "whether the blocks were read by OCR (one page) or from the text layer (a range)",
     "blocks": "JSON: the range's blocks (operators.parsing.parse.Block.as_row)",
     "page_errors": "JSON list: pages that could not be parsed, with why",
     "parse_s": "seconds of the parse",
@@ -67,6 +70,7 @@ DOCUMENT_FIELDS = {
     "page_labels": "JSON list: the printed page labels",
     "outline_used": "whether the PDF's outline shaped the headings",
     "n_sections": "section nodes",
+    "n_ocr_pages": "pages read by OCR",
     "page_errors": "JSON list: pages that could not be parsed, with why",
     "edges": "JSON list: the layout graph's edge rows (operators.graph.layout_graph)",
     "communities": "JSON object: node_id → Louvain community",
@@ -129,6 +133,7 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
     row.update({k: first[k] for k in ("warning", "failure_stage", "traceback")})
     row.update(title="", n_nodes=0, nodes="[]", toc="[]", page_labels="[]", outline_used=False)
     row.update(n_sections=0, page_errors=to_json(page_errors), edges="[]", communities="{}")
+    row["n_ocr_pages"] = 0
     return row
 
 
@@ -153,6 +158,7 @@ def passage_document_row(passage: Passage) -> dict:
         "page_labels": "[]",
         "outline_used": False,
         "n_sections": 0,
+        "n_ocr_pages": 0,
         "page_errors": "[]",
         "stage_timings": "{}",
         "stage_memory": "{}",

@@ -27,9 +27,10 @@ import pyarrow as pa
 
 from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
-from operators.kinds import FAILED
+from operators.kinds import FAILED, NEEDS_OCR, OK
 from operators.models import ModelBackend
 from operators.parsing.isolation import Isolated, run_isolated
+from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
 from operators.structure.assemble import assemble_document
@@ -89,10 +90,11 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
     started = time.perf_counter()
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status=FAILED, error="", warning="")
-    base.update(failure_stage="", traceback="")
+    base.update(failure_stage="", traceback="", ocr_pages="[]")
     try:
         probe = _isolated(probe_pdf, row["uri"], limits=limits)
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
+        base["ocr_pages"] = to_json(probe.ocr_pages)
         base["n_pages"] = probe.n_pages
         base["failure_stage"] = "open" if probe.status == FAILED else ""
         base["meta"] = to_json(probe.meta)
@@ -171,28 +173,35 @@ def assemble_group(
     section_filter: str = "learned",
     limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
-    """All page ranges of one document → one row: document facts and its nodes as JSON.
-    Without a model, the assembly runs isolated within the document's budget."""
-    rows = sorted(batch.to_pylist(), key=lambda r: r["start"])
-    first = rows[0]
-    broken = next((r for r in rows if r["range_error"]), None)
+    """All page ranges of one document (and its pages read by OCR, ``ocr_stage``) → one row:
+    document facts and its nodes as JSON. Without a model, the assembly runs isolated within
+    the document's budget."""
+    rows = sorted(batch.to_pylist(), key=lambda r: (r["start"], r.get("ocr", False)))
+    ranges = [r for r in rows if not r.get("ocr")]
+    read = [r for r in rows if r.get("ocr")]
+    first = dict(rows[0])
+    broken = next((r for r in rows if r.get("range_error")), None)
     if broken is not None:  # a range crashed or stalled: the document fails with its reason
-        first = dict(first, status=FAILED, error=broken["range_error"], failure_stage="parse")
+        first.update(status=FAILED, error=broken["range_error"], failure_stage="parse")
         first["traceback"] = broken["range_trace"]
+    elif read and first["status"] == NEEDS_OCR:  # its text came from OCR: indexed like any other
+        first.update(status=OK, error="")
     errors = [e for r in rows for e in from_json(r["page_errors"])]
     parsed = (sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows))
-    blocks = [b for r in rows for b in from_json(r["blocks"])] if broken is None else []
+    blocks = [b for r in ranges for b in from_json(r["blocks"])] if broken is None else []
+    scanned = [b for r in read for b in from_json(r["blocks"])] if broken is None else []
     args = (first, blocks, errors, parsed, use_outline)
     if backend is not None:
-        doc = _assemble_rows(*args, backend, section_filter)
+        doc = _assemble_rows(*args, backend, section_filter, scanned)
     else:
         try:
-            doc = _isolated(_assemble_rows, *args, None, section_filter, limits=limits)
+            doc = _isolated(_assemble_rows, *args, None, section_filter, scanned, limits=limits)
         except Isolated as exc:
             doc = document_row(first, errors)
             _isolation_failed(doc, exc, "assemble")
             doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
-    doc["n_ranges"] = len(rows)
+    doc["n_ranges"] = len(ranges)
+    doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
     return pa.Table.from_pylist([doc])
 
 
@@ -204,8 +213,13 @@ def _assemble_rows(
     use_outline: bool,
     backend: ModelBackend | None = None,
     section_filter: str = "learned",
+    ocr_blocks: list[dict] | None = None,
 ) -> dict:
+    """``_assemble`` on blocks as rows (what crosses into an isolated child), with the blocks
+    of pages read by OCR merged in page order."""
     rows = [Block(**b) for b in blocks]
+    if ocr_blocks:
+        rows = merge_ocr_blocks(rows, [Block(**b) for b in ocr_blocks])
     return _assemble(first, rows, page_errors, parsed, use_outline, backend, section_filter)
 
 

@@ -93,6 +93,13 @@ def table_headers(text: str) -> list[str]:
     return seen[:_MAX_HEADERS]
 
 
+def modal_entity_name(node: dict) -> str:
+    """The name of a table's, figure's or formula's entity: its caption, else "Table on page
+    N" with N the node's 1-based page (``page_start``, as every node holds it)."""
+    caption = (node.get("title") or "").strip()
+    return caption or f"{node['kind'].capitalize()} on page {node['page_start']}"
+
+
 def extract_document(
     doc_id: str,
     nodes: list[dict],
@@ -124,8 +131,7 @@ def extract_document(
         if kind not in kinds.MODAL_KINDS:
             continue
         label = {kinds.TABLE: TABLE, kinds.IMAGE: IMAGE, kinds.FORMULA: FORMULA}[kind]
-        page = node["page_start"] + 1
-        name = (node.get("title") or "").strip() or f"{kind.capitalize()} on page {page}"
+        name = modal_entity_name(node)
         description = (node.get("summary") or node.get("text") or "")[:300]
         key = f"{doc_id}/{node['node_id']}"
         table_index = add(ExtractedEntity(name[:200], label, description), node["node_id"], key)

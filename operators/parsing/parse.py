@@ -177,12 +177,22 @@ def _join_lines(lines: list[dict]) -> str:
 
 
 def _text_blocks(page: pymupdf.Page, page_no: int, exclude: list[tuple]) -> list[Block]:
-    width, height = page.rect.width, page.rect.height
     flags = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
+    raw_blocks = [
+        raw.get("lines", []) for raw in page.get_text("dict", flags=flags, sort=True)["blocks"]
+    ]
+    return _blocks_of_lines(raw_blocks, page_no, page.rect.width, page.rect.height, exclude)
+
+
+def _blocks_of_lines(
+    raw_blocks: list[list[dict]], page_no: int, width: float, height: float, exclude: list[tuple]
+) -> list[Block]:
+    """Layout blocks of lines (PyMuPDF's "dict" lines: bbox and spans with text, size, flags,
+    font) → same-style runs → paragraphs → blocks."""
     blocks: list[Block] = []
-    for raw in page.get_text("dict", flags=flags, sort=True)["blocks"]:
+    for raw_lines in raw_blocks:
         runs: list[tuple[tuple, list[dict]]] = []
-        for line in raw.get("lines", []):
+        for line in raw_lines:
             style = _line_style(line)
             if style is None or (exclude and _inside(line["bbox"], exclude)):
                 continue
@@ -370,7 +380,28 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     exclude = [(b.x0, b.y0, b.x1, b.y1) for b in tables + figures]
     text_blocks = _split_numbered_first_lines(_text_blocks(page, page_no, exclude))
     blocks = _join_same_line(text_blocks) + tables + images
-    mid = page.rect.width / 2
+    order_blocks(blocks, page.rect.width)
+    return blocks
+
+
+def blocks_from_lines(
+    raw_blocks: list[list[dict]], page_no: int, width: float, height: float
+) -> list[Block]:
+    """Text lines from elsewhere than a text layer (OCR), grouped in layout blocks and shaped
+    as PyMuPDF's "dict" lines, → a page's typed blocks in reading order, by the rules of
+    ``parse_page``."""
+    text_blocks = _split_numbered_first_lines(
+        _blocks_of_lines(raw_blocks, page_no, width, height, [])
+    )
+    blocks = _join_same_line(text_blocks)
+    order_blocks(blocks, width)
+    return blocks
+
+
+def order_blocks(blocks: list[Block], page_width: float) -> None:
+    """Sort one page's blocks into reading order (top to bottom; left column first on a
+    two-column page), number them and measure the space above each (in place)."""
+    mid = page_width / 2
     two_columns = sum(b.x1 < mid for b in blocks) >= 3 and sum(b.x0 > mid for b in blocks) >= 3
 
     def reading_key(b: Block) -> tuple:
@@ -381,7 +412,6 @@ def parse_page(page: pymupdf.Page, page_no: int) -> list[Block]:
     for i, block in enumerate(blocks):
         block.order = i
     measure_space_above(blocks)
-    return blocks
 
 
 def measure_space_above(blocks: list[Block]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
+from operators.parsing.ocr import image_only_pages
 from operators.parsing.parse import document_metadata
 
 PDF_SUFFIX = ".pdf"
@@ -46,6 +47,7 @@ class Probe:
     meta: dict = field(
         default_factory=dict
     )  # operators.parsing.parse.document_metadata, when opened
+    ocr_pages: list[int] = field(default_factory=list)  # 1-based pages without a text layer
 
 
 def _identify(uri: str) -> InputFile:
@@ -94,6 +96,7 @@ def probe_pdf(uri: str) -> Probe:
         try:
             has_text = _has_text(doc)
             meta = document_metadata(doc)
+            scanned = image_only_pages(doc)
         except Exception as exc:
             return Probe("failed", n_pages=n_pages, error=f"corrupt PDF: {exc}")
     warning = "damaged PDF repaired on open; content may be incomplete" if repaired else ""
@@ -104,8 +107,9 @@ def probe_pdf(uri: str) -> Probe:
             error="no text layer: needs OCR",
             warning=warning,
             meta=meta,
+            ocr_pages=scanned,
         )
-    return Probe("ok", n_pages=n_pages, warning=warning, meta=meta)
+    return Probe("ok", n_pages=n_pages, warning=warning, meta=meta, ocr_pages=scanned)
 
 
 def _has_text(doc: pymupdf.Document, sample: int = 12) -> bool:

@@ -40,6 +40,8 @@ def append(index_dir: str | Path, table: str, rows: pa.Table) -> None:
         return
     rows = rows.select(SCHEMAS[table].names).cast(SCHEMAS[table])
     mode = "append" if exists(index_dir, table) else "create"
+    if mode == "append":
+        add_missing_columns(index_dir, table)
     lance.write_dataset(rows, table_path(index_dir, table), mode=mode)
 
 

@@ -32,6 +32,7 @@ documents_schema = pa.schema(
         ("page_labels", pa.list_(pa.string())),
         ("toc", pa.string()),  # JSON: the TOC skeleton, see operators.structure.tree.toc_skeleton
         ("build", pa.string()),  # JSON: what built the rows (pipelines/provenance.py)
+        ("ocr_pages", pa.int32()),  # pages read by OCR (no text layer)
     ]
 )
 

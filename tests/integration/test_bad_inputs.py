@@ -62,7 +62,7 @@ def bad_run(ray_session, sample_corpus, tmp_path_factory):
     empty_dir.mkdir()
     out = root / "index"
     code = index_corpus.main(
-        [str(root / "corpus"), str(empty_dir), "--out", str(out), "--no-enrich"]
+        [str(root / "corpus"), str(empty_dir), "--out", str(out), "--no-enrich", "--no-ocr"]
     )
     return files, empty_dir, out, code
 

@@ -1,0 +1,111 @@
+"""The OCR stage: pages without a text layer read by OCR, as a Ray Data actor pool.
+
+    probed rows ─driver: ocr_tasks─▶ one row per image-only page ─map_batches(OcrStage)─▶
+      rows shaped as parse_range's (blocks of that page, ``ocr`` true) ─union with the
+      document's parsed ranges─groupby(doc_id).map_groups(assemble_group)
+
+``OcrStage`` loads the OCR engine (operators.parsing.ocr.OcrEngine: PP-OCR ONNX models from the
+``rapidocr-onnxruntime`` wheel) once per worker; ``ocr_args`` builds its ``map_batches``
+arguments from ``operators.config.IndexConfig`` (workers, pages per call, threads, GPU share).
+A page that cannot be read becomes a page error of its document; the rest of the document is
+indexed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from operators.config import BookindexConfig
+from operators.kinds import FAILED
+from operators.parsing.ocr import OcrEngine
+from operators.parsing.probe import page_ranges
+from pipelines.rows import from_json, to_json
+from pipelines.run_stats import peak_memory_mb
+
+
+def ocr_tasks(probed: list[dict]) -> list[dict]:
+    """One row per page that needs OCR (the probe's ``ocr_pages``), of every document not
+    failed: ``start`` its 0-based index, ``ocr`` true."""
+    rows = []
+    for row in probed:
+        if row["status"] == FAILED:
+            continue
+        for page in from_json(row.get("ocr_pages"), []):
+            rows.append(dict(row, start=page - 1, stop=page, ocr=True))
+    return rows
+
+
+def text_ranges(row: dict, pages_per_task: int) -> list[dict]:
+    """The page ranges of a document with OCR pages that hold any page with a text layer
+    (a range of scans alone has nothing for the parser), ``ocr`` false."""
+    scanned = set(from_json(row.get("ocr_pages"), []))
+    return [
+        dict(row, start=a, stop=b, ocr=False)
+        for a, b in page_ranges(row["n_pages"], pages_per_task)
+        if any(p + 1 not in scanned for p in range(a, b))
+    ]
+
+
+class OcrStage:
+    """Reads a batch of page rows with the OCR engine it loaded once; returns them with the
+    fields ``parse_range`` adds (blocks, page_errors, parse_s, parse_mb)."""
+
+    def __init__(self, dpi: int, threads: int = 0, gpu: bool = False) -> None:
+        self.engine = OcrEngine(gpu=gpu, threads=threads)
+        self.dpi = dpi
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import pymupdf
+
+        out = []
+        opened: dict[str, Any] = {}
+        try:
+            for row in batch.to_pylist():
+                started = time.perf_counter()
+                blocks, errors = [], []
+                try:
+                    if row["uri"] not in opened:
+                        opened[row["uri"]] = pymupdf.open(row["uri"], filetype="pdf")
+                    page = opened[row["uri"]][row["start"]]
+                    blocks = [
+                        b.as_row() for b in self.engine.read_page(page, row["stop"], self.dpi)
+                    ]
+                except Exception as exc:  # this page's failure alone
+                    errors.append(f"page {row['stop']}: OCR: {type(exc).__name__}: {exc}")
+                out.append(
+                    dict(
+                        row,
+                        range_error="",  # the columns of parse_range's rows: one schema
+                        range_trace="",
+                        blocks=to_json(blocks),
+                        page_errors=to_json(errors),
+                        parse_s=time.perf_counter() - started,
+                        parse_mb=peak_memory_mb(),
+                    )
+                )
+        finally:
+            for doc in opened.values():
+                doc.close()
+        return pa.Table.from_pylist(out)
+
+
+def ocr_args(config: BookindexConfig, workers: int, cpus: int) -> dict[str, Any]:
+    """``map_batches`` arguments of ``OcrStage``: ``index.ocr_workers`` workers (None:
+    ``workers``), ``index.ocr_batch_size`` pages a call, the engine's threads (0: the CPUs
+    shared among the workers) and GPU share. With GPUs the pool autoscales from 1 worker."""
+    index = config.index
+    pool = index.ocr_workers or workers
+    threads = index.ocr_threads or max(1, cpus // pool)
+    gpu = index.ocr_gpus > 0
+    args: dict[str, Any] = {
+        "fn_constructor_kwargs": {"dpi": index.ocr_dpi, "threads": threads, "gpu": gpu},
+        "concurrency": (1, pool) if gpu else pool,
+        "batch_size": index.ocr_batch_size,
+        "batch_format": "pyarrow",
+    }
+    if gpu:
+        args["num_gpus"] = index.ocr_gpus
+    return args
