@@ -117,9 +117,9 @@ class IndexConfig(Section):
 
     use_outline: bool = Field(True, description="use the PDF's outline for the heading tree")
     section_filter: Literal["learned", "rules"] = Field(
-        "learned",
-        description="headings by the learned filter (operators/structure/section_model.json; "
-        "the rules when it cannot load) or by the layout/outline rules alone",
+        "rules",
+        description="headings by the layout/outline rules, or by the learned filter "
+        "(operators/structure/section_model.json; the rules when it cannot load)",
     )
     pages_per_task: int = Field(64, ge=1, description="pages per task when a long book is split")
     force: bool = Field(False, description="re-index files already in the index")

@@ -33,7 +33,7 @@ from operators.parsing.isolation import Isolated, run_isolated
 from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
-from operators.structure.assemble import assemble_document
+from operators.structure.assemble import DEFAULT_SECTION_FILTER, assemble_document
 from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
@@ -170,7 +170,7 @@ def assemble_group(
     batch: pa.Table,
     use_outline: bool,
     backend: ModelBackend | None = None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
     limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
     """All page ranges of one document (and its pages read by OCR, ``ocr_stage``) → one row:
@@ -212,7 +212,7 @@ def _assemble_rows(
     parsed: tuple[float, float],
     use_outline: bool,
     backend: ModelBackend | None = None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
     ocr_blocks: list[dict] | None = None,
 ) -> dict:
     """``_assemble`` on blocks as rows (what crosses into an isolated child), with the blocks
@@ -227,7 +227,7 @@ def _index_one(
     row: dict,
     use_outline: bool,
     backend: ModelBackend | None = None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
 ) -> dict:
     """One probed document parsed whole and assembled."""
     started = time.perf_counter()
@@ -240,7 +240,7 @@ def index_documents(
     batch: pa.Table,
     use_outline: bool,
     backend: ModelBackend | None = None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
     limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
     """Probed documents, each parsed whole and assembled in this task (no page ranges, no
@@ -276,7 +276,7 @@ def _assemble(
     parsed: tuple[float, float],
     use_outline: bool,
     backend: ModelBackend | None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
 ) -> dict:
     """A probed document's blocks → its row: facts, nodes and layout graph as JSON, and the
     time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB)."""
@@ -309,7 +309,7 @@ def _assemble_tree(
     blocks: list[Block],
     use_outline: bool,
     backend: ModelBackend | None,
-    section_filter: str = "learned",
+    section_filter: str = DEFAULT_SECTION_FILTER,
 ) -> list[dict]:
     """The document's tree into ``doc`` (nodes, toc, facts); its nodes as dicts. A failure
     marks ``doc`` failed in stage "assemble"."""
@@ -347,7 +347,7 @@ class StructureStage(ModelStage):
         models: dict,
         use_outline: bool,
         grouped: bool = False,
-        section_filter: str = "learned",
+        section_filter: str = DEFAULT_SECTION_FILTER,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         super().__init__(models)

@@ -121,7 +121,8 @@ def test_lancedb_reads_the_tables_with_vector_and_text_search(first_run):
     assert {NODES, ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS} <= set(db.list_tables().tables)
     nodes = db.open_table(NODES)
     target = snap[NODES].filter(pl.col("kind") == "text").row(3, named=True)
-    hits = nodes.search(np.asarray(target["vector"], np.float32)).limit(3).to_list()
+    vector = np.asarray(target["vector"], np.float32)  # nodes has two: vector, sentence_vectors
+    hits = nodes.search(vector, vector_column_name="vector").limit(3).to_list()
     assert hits[0]["node_id"] == target["node_id"]
     word = passages[0]["title"].split()[0]
     found = nodes.search(word, query_type="fts").limit(5).to_list()
