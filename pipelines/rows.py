@@ -16,6 +16,7 @@ The driver takes the document rows without their ``HEAVY`` columns, which Ray wr
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -121,10 +122,12 @@ def decode_vectors(raw: bytes, n: int, width: int) -> np.ndarray:
 
 
 def ray_node_id() -> str:
-    """The id of the Ray node this code runs on ("" outside Ray)."""
-    import ray
-
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    """The id of the Ray node this code runs on ("" outside Ray). Never imports Ray: code on
+    a Ray worker has it imported already, and a plain process (the unit tier) has no node."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return ray.get_runtime_context().get_node_id()
 
 
 def document_row(first: dict, page_errors: list[str]) -> dict:
