@@ -384,6 +384,10 @@ class _RayRun:
             if answers:  # descriptions and entities through ray.data.llm processors
                 dataset = model_answers(dataset, self.config, self.workers)
             if index.enrich:
+                # The documents are materialized before the enrich actors start: a fixed pool
+                # of them can otherwise hold every CPU while the structure tasks it waits for
+                # wait for one (seen on a 2-CPU node: Ray Data's budget left them none).
+                dataset = dataset.materialize()
                 args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
                 bounded = index.task_retries  # a dead actor is restarted a bounded number of times
                 args.update(max_restarts=bounded, max_task_retries=bounded)
