@@ -137,6 +137,7 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
     row.update(title="", n_nodes=0, nodes="[]", toc="[]", page_labels="[]", outline_used=False)
     row.update(n_sections=0, page_errors=to_json(page_errors), edges="[]", communities="{}")
     row["n_ocr_pages"] = 0
+    row["stage_nodes"] = "{}"
     return row
 
 

@@ -202,6 +202,7 @@ def assemble_group(
             doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
     doc["n_ranges"] = len(ranges)
     doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
+    doc["stage_nodes"] = to_json({"assemble": ray_node_id()})  # here, not in the child
     return pa.Table.from_pylist([doc])
 
 
@@ -265,6 +266,7 @@ def index_documents(
             timings = {"probe": row["probe_s"], "parse": time.perf_counter() - started}
             doc.update(stage_timings=to_json(timings), stage_memory=to_json({}), source="pdf")
         doc["n_ranges"] = 1
+        doc["stage_nodes"] = to_json({"assemble": ray_node_id()})  # here, not in the child
         docs.append(doc)
     return pa.Table.from_pylist(docs)
 
@@ -298,7 +300,6 @@ def _assemble(
         memory["layout_graph"] = peak_memory_mb()
     doc["stage_timings"] = to_json({k: round(v, 4) for k, v in timings.items()})
     doc["stage_memory"] = to_json(memory)
-    doc["stage_nodes"] = to_json({"assemble": ray_node_id()})
     doc["source"] = "pdf"
     return doc
 
