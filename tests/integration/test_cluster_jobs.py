@@ -136,43 +136,77 @@ def _stop_head(head: subprocess.Popen) -> None:
     head.wait(timeout=10)
 
 
+class Head:
+    """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
+    Ray on the machine), and the Job API client of it. A head that exits while starting (a port
+    taken between choosing it and binding it, a slow GCS on a loaded machine) is started again
+    on new ports, up to three times; the last failure reports the tail of ``ray start``'s
+    output. ``restart`` starts a fresh one (CI saw a head's dashboard die under a job)."""
+
+    def __init__(self) -> None:
+        self.temp = Path(tempfile.mkdtemp(prefix="rayhead", dir="/tmp"))  # socket path limits
+        self.token = secrets.token_hex(32)  # Ray 2.60 heads use token authentication
+        self.process: subprocess.Popen | None = None
+        self.client = None
+        self.restarts = 0
+        self.start()
+
+    def start(self) -> None:
+        from ray.job_submission import JobSubmissionClient
+
+        headers = {"Authorization": f"Bearer {self.token}"}
+        for attempt in range(3):
+            self.process, url = _start_head(self.temp, self.token)
+            deadline = time.monotonic() + 180
+            while self.process.poll() is None and time.monotonic() < deadline:
+                try:
+                    client = JobSubmissionClient(url, headers=headers)
+                    client.list_jobs()
+                    self.client = client
+                    return
+                except Exception:
+                    time.sleep(1)
+            _stop_head(self.process)
+            assert attempt < 2, f"the head never served its job API (3 starts):\n{self.log()}"
+
+    def restart(self) -> None:
+        _stop_head(self.process)
+        self.restarts += 1
+        self.start()
+
+    def log(self) -> str:
+        return (self.temp / "start.log").read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop_head(self.process)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
 @pytest.fixture
 def ray_head():
-    """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
-    Ray on the machine). A head that exits while starting (a port taken between choosing it and
-    binding it, a slow GCS on a loaded machine) is started again on new ports, up to three
-    times; the last failure reports the tail of ``ray start``'s output."""
-    from ray.job_submission import JobSubmissionClient
-
-    temp = Path(tempfile.mkdtemp(prefix="rayhead", dir="/tmp"))  # short: socket path limits
-    token = secrets.token_hex(32)  # Ray 2.60 heads use token authentication
-    head = None
+    head = Head()
     try:
-        for attempt in range(3):
-            head, url = _start_head(temp, token)
-            deadline = time.monotonic() + 180
-            client = None
-            while head.poll() is None and time.monotonic() < deadline:
-                try:
-                    client = JobSubmissionClient(url, headers={"Authorization": f"Bearer {token}"})
-                    client.list_jobs()
-                    break
-                except Exception:
-                    client = None
-                    time.sleep(1)
-            if client is not None:
-                break
-            _stop_head(head)
-            log = (temp / "start.log").read_text(errors="replace")[-3000:]
-            assert attempt < 2, f"the head never served its job API (3 starts):\n{log}"
-        yield client
+        yield head
     finally:
-        if head is not None:
-            _stop_head(head)
-        shutil.rmtree(temp, ignore_errors=True)
+        head.stop()
 
 
-def _run_job(client, entrypoint: str, timeout_s: float = 400) -> str:
+def _run_job(head: Head, entrypoint: str, timeout_s: float = 400) -> str:
+    """Submit the job and wait for it. If the head itself goes away under the job (its API
+    refuses connections), a fresh head runs the job once more: the job is idempotent on its
+    --out (a killed run's lock is stale, its uncommitted rows are recovered)."""
+    import requests
+
+    try:
+        return _submit_and_wait(head.client, entrypoint, timeout_s)
+    except requests.exceptions.ConnectionError as exc:
+        assert head.restarts == 0, f"the head went away twice: {exc}\n{head.log()}"
+        head.restart()
+        return _submit_and_wait(head.client, entrypoint, timeout_s)
+
+
+def _submit_and_wait(client, entrypoint: str, timeout_s: float) -> str:
     from ray.job_submission import JobStatus
 
     deadline = time.monotonic() + timeout_s
