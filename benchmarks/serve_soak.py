@@ -44,10 +44,14 @@ SERVE_PROCESSES = ("ServeReplica", "ProxyActor", "ServeController")
 
 
 def serve_memory() -> dict[str, float]:
-    """Resident MiB of each Serve process (replicas, proxy, controller) of this machine."""
+    """Resident MiB of each Serve process (replicas, proxy, controller) this run started: the
+    descendants of this process (its local Ray), not another user's Serve on the machine."""
     found: dict[str, float] = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info.get("cmdline") or [])
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
         role = next((r for r in SERVE_PROCESSES if r in cmdline), None)
         if role is None:
             continue

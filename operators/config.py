@@ -153,6 +153,15 @@ class IndexConfig(Section):
     task_retries: int = Field(
         2, ge=0, description="retries of a Ray task whose worker died (bounded, never -1)"
     )
+    model_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="seconds one page's OCR, or one document's enrich (plus model_s_per_node a "
+        "node), may take in its model child process; a batch: the sum",
+    )
+    model_s_per_node: float = Field(
+        0.5, ge=0, description="seconds a document's enrich budget grows by for each of its nodes"
+    )
     lock_wait_s: float = Field(
         0.0, ge=0, description="seconds to wait for another job's index lock; 0: exit at once"
     )

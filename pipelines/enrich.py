@@ -1,8 +1,10 @@
 """The enrich stage: node vectors, entities and relations, and resolution within a document.
 
 ``EnrichStage`` is a Ray Data UDF class over document rows (the output of the structure stage,
-pipelines/rows.py): its ``__init__`` loads the configured models once per worker (and checks
-that they make vectors of the index's width), each call enriches one batch of documents.
+pipelines/rows.py): its ``__init__`` starts a child process (pipelines/model_host.py) in which
+``EnrichWorker`` loads the configured models once per worker (and checks that they make vectors
+of the index's width); each call enriches one batch of documents there, within a time budget
+per document, and a document whose enrich crashes or stalls becomes a ``failed`` row alone.
 ``enrich_args`` builds its ``map_batches`` arguments from the configuration: pool size
 (``index.enrich_workers``), GPUs per worker (``index.model_gpus``), documents per batch. It adds
 the ``ENRICH_FIELDS`` of pipelines/rows.py.
@@ -30,7 +32,9 @@ from operators.models import (
     load_backend,
     load_reranker,
 )
+from operators.parsing.isolation import Isolated
 from operators.query.documents import chunk_sentences
+from pipelines.model_host import ModelHost
 from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
@@ -61,14 +65,49 @@ def embedding_texts(row: dict, nodes: list[dict]) -> list[str]:
     return [node_embedding_text(n, heading) for n in nodes]
 
 
-class EnrichStage(ModelStage):
-    """Document rows → the same rows with the enrich columns; owns the models.
-
-    ``resolver``: ``ResolverConfig`` fields (resolution within each document); ``width``: the
-    width the index's vectors have (None: a new index, any width)."""
+class EnrichStage:
+    """Document rows → the same rows with the enrich columns: the Ray Data UDF class. Its
+    models live in a child process (``pipelines.model_host``, an ``EnrichWorker`` there), so a
+    document whose enrich crashes or stalls (``timeout_s`` a document) fails alone: its row
+    becomes ``failed`` (stage ``enrich``, ``crashed: signal 11 (SIGSEGV)``, ``timed out after
+    N s``), a crashed one after ``retries`` more tries, and the other documents are enriched.
+    A document's budget: ``timeout_s`` plus ``per_node_s`` for each of its nodes."""
 
     def __init__(
-        self, models: dict, resolver: dict, width: int | None = None, answers: bool = False
+        self, timeout_s: float = 300.0, retries: int = 2, per_node_s: float = 0.5, **worker: Any
+    ) -> None:
+        """``worker``: ``EnrichWorker``'s arguments (models, resolver, width, answers)."""
+        worker["node"] = ray_node_id()  # the actor's node (the child has no Ray)
+        factory = "pipelines.enrich:EnrichWorker"
+        self.host = ModelHost(factory, worker, timeout_s, retries, per_node_s)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist(self.host.call_isolated(batch, enrich_failed))
+
+
+def enrich_failed(row: dict, exc: Isolated) -> dict:
+    """A document whose enrich failed: ``failed`` in stage ``enrich`` with the reason, without
+    nodes (the worker then gives it the enrich columns of an empty document)."""
+    row = dict(row, status=FAILED, error=exc.reason, failure_stage="enrich", traceback=exc.trace)
+    row.update(nodes="[]", n_nodes=0, n_sections=0, edges="[]", communities="{}")
+    return row
+
+
+class EnrichWorker(ModelStage):
+    """Document rows → the same rows with the enrich columns; owns the models (in the process
+    that runs it: ``EnrichStage``'s child, or a test's process).
+
+    ``resolver``: ``ResolverConfig`` fields (resolution within each document); ``width``: the
+    width the index's vectors have (None: a new index, any width); ``node``: the Ray node the
+    stage runs on (for ``stage_nodes``)."""
+
+    def __init__(
+        self,
+        models: dict,
+        resolver: dict,
+        width: int | None = None,
+        answers: bool = False,
+        node: str | None = None,
     ) -> None:
         super().__init__(models)
         if width is not None and self.backend.dim != width:
@@ -76,10 +115,11 @@ class EnrichStage(ModelStage):
                 f"the configured embedding model makes {self.backend.dim}-dimensional vectors "
                 f"and the index holds {width}-dimensional ones"
             )
+        self.info = {"dim": self.backend.dim}
         self.resolver = ResolverConfig(**resolver)
         self.select = model_selector(self.backend) if is_generative(self.backend) else None
         self.rerank = load_reranker(self.models)  # None: rescaled cosines
-        self.node = ray_node_id()
+        self.node = ray_node_id() if node is None else node
         if hasattr(self.backend, "extract_entities_batch"):
             self.extract = self.backend.extract_entities_batch
         else:
@@ -89,6 +129,16 @@ class EnrichStage(ModelStage):
         self.answers = answers
         if answers:
             self.rules = load_backend(ModelConfig(**{**models, "backend": "offline"}))
+
+    def warm_up(self) -> None:
+        """Load what the models load on first use (weights, pipelines), before any
+        document's time budget starts (``pipelines.model_host``)."""
+        self.backend.embed(["warm up"])
+        sentence = ["Ada Lovelace lived in London."]
+        if self.answers:  # the rules stand in where the model's answers failed
+            self.rules.extract_entities_batch(sentence)
+        elif self.select is None:  # the offline rules (a generative model is not called here)
+            self.extract(sentence)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -261,7 +311,9 @@ def enrich_args(
     answers: bool = False,
 ) -> dict[str, Any]:
     """``map_batches`` arguments of ``EnrichStage``: ``docs_per_batch`` documents a call,
-    ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each;
+    ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each, a
+    document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
+    ``index.task_retries`` retries of a crash;
     ``answers``: the rows carry the model's answers (pipelines/model_requests.py)."""
     args = model_stage_args(
         config,
@@ -270,5 +322,8 @@ def enrich_args(
         resolver=config.resolver.model_dump(),
         width=width,
         answers=answers,
+        timeout_s=config.index.model_timeout_s,
+        retries=config.index.task_retries,
+        per_node_s=config.index.model_s_per_node,
     )
     return {"batch_size": docs_per_batch, "batch_format": "pyarrow", **args}

@@ -8,7 +8,9 @@
 ``rapidocr-onnxruntime`` wheel) once per worker; ``ocr_args`` builds its ``map_batches``
 arguments from ``operators.config.IndexConfig`` (workers, pages per call, threads, GPU share).
 A page that cannot be read becomes a page error of its document; the rest of the document is
-indexed.
+indexed. The engine runs in a child process of the actor (pipelines/model_host.py): a page whose
+OCR crashes or runs past ``index.model_timeout_s`` fails its document with that reason, and the
+other documents are indexed.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import pyarrow as pa
 
 from operators.config import BookindexConfig
 from operators.kinds import FAILED
+from operators.parsing.isolation import Isolated
 from operators.parsing.ocr import OcrEngine
 from operators.parsing.probe import page_ranges
+from pipelines.model_host import ModelHost
 from pipelines.rows import from_json, to_json
 from pipelines.run_stats import peak_memory_mb
 
@@ -50,8 +54,36 @@ def text_ranges(row: dict, pages_per_task: int) -> list[dict]:
 
 
 class OcrStage:
+    """The Ray Data UDF class: a batch of page rows read by an ``OcrWorker`` in a child process
+    (``pipelines.model_host``), ``timeout_s`` a page. A page whose OCR crashes or stalls fails
+    its document (``range_error``: ``crashed: signal 11 (SIGSEGV)``, ``timed out after N s``;
+    a crash tried ``retries`` more times first); the other pages and documents are read."""
+
+    def __init__(
+        self,
+        dpi: int,
+        threads: int = 0,
+        gpu: bool = False,
+        timeout_s: float = 300.0,
+        retries: int = 2,
+    ) -> None:
+        kwargs = {"dpi": dpi, "threads": threads, "gpu": gpu}
+        self.host = ModelHost("pipelines.ocr_stage:OcrWorker", kwargs, timeout_s, retries)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist(self.host.call_isolated(batch, ocr_failed))
+
+
+def ocr_failed(row: dict, exc: Isolated) -> dict:
+    """A page whose OCR crashed or stalled: its ``range_error`` fails its document
+    (``structure_stage.assemble_group``), and the worker skips it."""
+    return dict(row, range_error=exc.reason, range_trace=exc.trace)
+
+
+class OcrWorker:
     """Reads a batch of page rows with the OCR engine it loaded once; returns them with the
-    fields ``parse_range`` adds (blocks, page_errors, parse_s, parse_mb)."""
+    fields ``parse_range`` adds (blocks, page_errors, parse_s, parse_mb). A row that carries a
+    ``range_error`` already (``ocr_failed``) is returned as it is, with those fields empty."""
 
     def __init__(self, dpi: int, threads: int = 0, gpu: bool = False) -> None:
         self.engine = OcrEngine(gpu=gpu, threads=threads)
@@ -66,6 +98,9 @@ class OcrStage:
             for row in batch.to_pylist():
                 started = time.perf_counter()
                 blocks, errors = [], []
+                if row.get("range_error"):  # its OCR crashed or stalled (OcrStage)
+                    out.append(dict(row, blocks="[]", page_errors="[]", parse_s=0.0, parse_mb=0))
+                    continue
                 try:
                     if row["uri"] not in opened:
                         opened[row["uri"]] = pymupdf.open(row["uri"], filetype="pdf")
@@ -101,7 +136,13 @@ def ocr_args(config: BookindexConfig, workers: int, cpus: int) -> dict[str, Any]
     threads = index.ocr_threads or max(1, cpus // pool)
     gpu = index.ocr_gpus > 0
     args: dict[str, Any] = {
-        "fn_constructor_kwargs": {"dpi": index.ocr_dpi, "threads": threads, "gpu": gpu},
+        "fn_constructor_kwargs": {
+            "dpi": index.ocr_dpi,
+            "threads": threads,
+            "gpu": gpu,
+            "timeout_s": index.model_timeout_s,
+            "retries": index.task_retries,
+        },
         "concurrency": (1, pool) if gpu else pool,
         "batch_size": index.ocr_batch_size,
         "batch_format": "pyarrow",

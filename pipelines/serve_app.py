@@ -12,7 +12,9 @@ concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of
                      (an unknown doc is a 404, a malformed body 422)
     GET  /health         each component (index, engine, query engine, last reload); 503
                          unless all are ok
-    POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited)
+    POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited
+                         for the whole application: ``ReloadGate``, one replica every ingress
+                         replica asks)
 
 Every endpoint but /health needs ``Authorization: Bearer <token>`` (``serve.auth``, token from
 ``serve.token_file`` or ``$BOOKINDEX_SERVE_TOKEN``); bodies over ``serve.max_body_bytes`` are
@@ -455,14 +457,49 @@ def _index_version(index_dir: str) -> int:
     return index_version(index_dir)
 
 
+@serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+class ReloadGate:
+    """The reload rate limit of the whole application, held in one place: one replica that
+    every ingress replica asks before it sends a reload to an engine replica, so that
+    ``serve.reload_min_interval_s`` holds across replicas (with per-replica state, N engine
+    replicas would take N reloads per interval). ``admit`` runs on the replica's event loop
+    without awaiting, so two concurrent asks never both pass."""
+
+    def __init__(self, min_interval_s: float) -> None:
+        self.min_interval_s = min_interval_s
+        self.last_admitted = float("-inf")
+        self.admitted = self.refused = 0
+
+    async def admit(self) -> dict:
+        """``{"admitted": True}``, or ``{"refused", "retry_after_s"}`` within the interval of
+        the last admitted reload."""
+        now = time.monotonic()
+        wait = self.last_admitted + self.min_interval_s - now
+        if wait > 0:
+            self.refused += 1
+            return {"refused": "reloads are rate-limited", "retry_after_s": round(wait, 1)}
+        self.last_admitted = now
+        self.admitted += 1
+        return {"admitted": True}
+
+    async def counts(self) -> dict:
+        return {"admitted": self.admitted, "refused": self.refused}
+
+
 @serve.deployment(max_ongoing_requests=1024)
 @serve.ingress(api)
 class Ingress:
-    def __init__(self, engine: DeploymentHandle, config: dict | None = None) -> None:
+    def __init__(
+        self,
+        engine: DeploymentHandle,
+        config: dict | None = None,
+        gate: DeploymentHandle | None = None,
+    ) -> None:
         global _limits, _guard
         _limits = load_config(overrides=config or {})  # the request limits of this replica
         _guard = guard_settings(_limits.serve)  # no token with auth=token: the replica fails
         self.engine = engine
+        self.gate = gate  # the application's reload rate limit (None: the engine replica's own)
 
     @api.post("/retrieve")
     async def retrieve(self, request: RetrieveRequest):
@@ -505,8 +542,11 @@ class Ingress:
     @api.post("/admin/reload")
     async def reload(self, force: bool = False):
         """Reopen the index after an index job (see the module docstring); 429 while one runs
-        or within serve.reload_min_interval_s of the last, 503 when it failed."""
-        result = await self.engine.reload.remote(force)
+        or within serve.reload_min_interval_s of the last (of any replica: ``ReloadGate``),
+        503 when it failed."""
+        result = await self.gate.admit.remote() if self.gate is not None else {}
+        if "refused" not in result:
+            result = await self.engine.reload.remote(force)
         if "refused" in result:
             headers = {"Retry-After": str(max(1, round(result["retry_after_s"])))}
             return JSONResponse(status_code=429, content=result, headers=headers)
@@ -531,7 +571,8 @@ def build_app(args: dict) -> serve.Application:
     engine = RetrievalEngine.options(**options).bind(
         config.serve.index, config.walk.device, config.serve.reload_interval_s, portable(config)
     )
-    return Ingress.bind(engine, portable(config))
+    gate = ReloadGate.bind(config.serve.reload_min_interval_s)
+    return Ingress.bind(engine, portable(config), gate)
 
 
 def serve_forever(args: dict, host: str = "127.0.0.1", port: int = 8000) -> None:

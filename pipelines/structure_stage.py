@@ -182,7 +182,8 @@ def assemble_group(
     first = dict(rows[0])
     broken = next((r for r in rows if r.get("range_error")), None)
     if broken is not None:  # a range crashed or stalled: the document fails with its reason
-        first.update(status=FAILED, error=broken["range_error"], failure_stage="parse")
+        stage = "ocr" if broken.get("ocr") else "parse"
+        first.update(status=FAILED, error=broken["range_error"], failure_stage=stage)
         first["traceback"] = broken["range_trace"]
     elif read and first["status"] == NEEDS_OCR:  # its text came from OCR: indexed like any other
         first.update(status=OK, error="")

@@ -124,3 +124,32 @@ def prompt_text(body: dict) -> str:
             if (part or {}).get("type") == "text":
                 texts.append(part.get("text") or "")
     return "\n".join(texts)
+
+
+class PoisonWorker:
+    """A model worker for ``pipelines.model_host.ModelHost`` (built in its child): returns each
+    row with ``seen`` = the child's PID, except a row whose ``doc_id`` is "segv" (the child kills
+    itself with SIGSEGV, as a crashing C library would), "stall" (sleeps 600 s) or "raise"
+    (ValueError). A row with ``status`` "failed" passes through untouched."""
+
+    def __init__(self, tag: str = "") -> None:
+        self.info = {"tag": tag}
+
+    def __call__(self, batch):
+        import os
+        import signal
+
+        import pyarrow as pa
+
+        rows = batch.to_pylist()
+        for row in rows:
+            if row.get("status") == "failed":
+                continue
+            if row["doc_id"] == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if row["doc_id"] == "stall":
+                time.sleep(600)
+            if row["doc_id"] == "raise":
+                raise ValueError("this document cannot be read")
+            row["seen"] = os.getpid()
+        return pa.Table.from_pylist(rows)

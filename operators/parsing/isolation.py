@@ -37,19 +37,19 @@ class Isolated(Exception):
         self.trace = trace
 
 
-def _own_process() -> None:
-    """Name the child ``bookindex-doc`` (not its worker's name) and have it killed when its
+def own_process(name: bytes = b"bookindex-doc") -> None:
+    """Name this (child) process ``name`` (not its worker's name) and have it killed when its
     parent dies (a worker killed mid-call leaves no stalled orphan behind). Linux only."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_NAME, b"bookindex-doc", 0, 0, 0)
+        libc.prctl(_PR_SET_NAME, name[:15], 0, 0, 0)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
 
 def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
-    _own_process()
+    own_process()
     if memory_mb > 0:  # on top of what the parent had mapped (a Ray worker maps its object store)
         limit = _mapped_bytes() + memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -91,7 +91,7 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
             answer = receive.recv()
         except EOFError:  # the child died before it answered
             child.join(timeout=10)
-            raise Isolated(_death(child.exitcode)) from None
+            raise Isolated(death_reason(child.exitcode)) from None
     finally:
         receive.close()
         child.join(timeout=10)
@@ -103,7 +103,8 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
     raise Isolated(answer[1], answer[2])
 
 
-def _death(exitcode: int | None) -> str:
+def death_reason(exitcode: int | None) -> str:
+    """``crashed: signal 11 (SIGSEGV)`` for a child killed by a signal, else its exit code."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name

@@ -53,7 +53,13 @@ def test_ocr_pool_threads_and_gpus_come_from_the_configuration():
     config = BookindexConfig()
     args = ocr_args(config, workers=2, cpus=8)
     assert args["concurrency"] == 2 and args["batch_size"] == 4 and "num_gpus" not in args
-    assert args["fn_constructor_kwargs"] == {"dpi": 200, "threads": 4, "gpu": False}
+    assert args["fn_constructor_kwargs"] == {
+        "dpi": 200,
+        "threads": 4,
+        "gpu": False,
+        "timeout_s": 300.0,
+        "retries": 2,
+    }
     config.index.ocr_workers, config.index.ocr_gpus, config.index.ocr_batch_size = 3, 0.5, 8
     args = ocr_args(config, workers=2, cpus=8)
     assert args["concurrency"] == (1, 3) and args["num_gpus"] == 0.5 and args["batch_size"] == 8

@@ -60,14 +60,14 @@ def index_pdfs(paths: list[str]) -> list[dict]:
     """PDFs through the index job's stage functions, in this process: enriched document rows."""
     from operators.config import ResolverConfig
     from operators.parsing.probe import identify
-    from pipelines.enrich import EnrichStage
+    from pipelines.enrich import EnrichWorker
     from pipelines.structure_stage import index_documents, probe_document
 
     probed = [
         probe_document({"doc_id": f.doc_id, "uri": f.uri, "size": f.size}) for f in identify(paths)
     ]
     whole = pa.Table.from_pylist([dict(p, start=0, stop=p["n_pages"]) for p in probed])
-    enrich = EnrichStage(ModelConfig().to_dict(), ResolverConfig().model_dump())
+    enrich = EnrichWorker(ModelConfig().to_dict(), ResolverConfig().model_dump())
     return enrich(index_documents(whole, use_outline=True)).to_pylist()
 
 

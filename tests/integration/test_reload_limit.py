@@ -1,0 +1,96 @@
+"""The /admin/reload rate limit holds for the whole application, not per replica: two ingress
+replicas and two engine replicas, reloads asked at once and one after another — one reload per
+``serve.reload_min_interval_s`` in all (``ReloadGate``), every other ask a 429 with Retry-After.
+(With the limit kept in each engine replica, two engine replicas took two reloads per
+interval.)"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import socket
+import time
+
+import httpx
+import pytest
+
+from pipelines.index_pipeline import run_index
+
+TOKEN = secrets.token_urlsafe(24)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+GAP_S = 30.0
+APP = "reload_limit"
+
+
+@pytest.fixture(scope="module")
+def served(ray_session, shared_data, tmp_path_factory):
+    from ray import serve
+
+    from pipelines.serve_app import (
+        Ingress,
+        ReloadGate,
+        RetrievalEngine,
+        app_config,
+        build_app,
+        portable,
+    )
+
+    root = tmp_path_factory.mktemp("reload_limit")
+    with (shared_data / "multihop" / "hotpotqa" / "corpus.jsonl").open(encoding="utf-8") as lines:
+        passages = "".join(itertools.islice(lines, 12))  # 12 HotpotQA passages
+    (root / "corpus.jsonl").write_text(passages, encoding="utf-8")
+    run_index([str(root / "corpus.jsonl")], root / "index")
+    (root / "token").write_text(TOKEN + "\n", encoding="utf-8")
+    args = {"index": str(root / "index"), "device": "cpu"}
+    args["serve"] = {"token_file": str(root / "token"), "reload_min_interval_s": GAP_S}
+    # build_app wires the gate into the ingress; here the same graph with two replicas each
+    assert build_app(args)._bound_deployment.init_args[2] is not None
+    config = portable(app_config(args))
+    two = {"num_replicas": 2, "ray_actor_options": {"num_cpus": 0}}
+    engine = RetrievalEngine.options(**two).bind(args["index"], "cpu", 0, config)
+    app = Ingress.options(**two).bind(engine, config, ReloadGate.bind(GAP_S))
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(app, name=APP, route_prefix="/")
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+        yield client
+    serve.shutdown()
+
+
+def _replicas(name: str) -> int:
+    from ray import serve
+
+    status = serve.status().applications[APP].deployments[name]
+    return status.replica_states.get("RUNNING", 0)
+
+
+async def _at_once(base_url: str, n: int) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+        asks = [
+            client.post("/admin/reload", params={"force": True}, headers=AUTH) for _ in range(n)
+        ]
+        return await asyncio.gather(*asks)
+
+
+def test_one_reload_per_interval_across_two_ingress_and_two_engine_replicas(served):
+    from ray import serve
+
+    client = served
+    assert _replicas("Ingress") == 2 and _replicas("RetrievalEngine") == 2
+    replies = asyncio.run(_at_once(str(client.base_url), 8))
+    codes = sorted(r.status_code for r in replies)
+    assert codes == [200] + [429] * 7, [r.text for r in replies]
+    for reply in replies:
+        if reply.status_code == 429:
+            assert 1 <= int(reply.headers["retry-after"]) <= GAP_S + 1
+    # one after another (each ask may land on either ingress and either engine replica)
+    later = [client.post("/admin/reload", params={"force": True}, headers=AUTH) for _ in range(6)]
+    assert [r.status_code for r in later] == [429] * 6
+    time.sleep(GAP_S)
+    after = [client.post("/admin/reload", params={"force": True}, headers=AUTH) for _ in range(4)]
+    assert [r.status_code for r in after] == [200, 429, 429, 429], [r.text for r in after]
+    gate = serve.get_deployment_handle("ReloadGate", app_name=APP)
+    assert gate.counts.remote().result() == {"admitted": 2, "refused": 16}
