@@ -5,7 +5,7 @@ the structural policy (``graph_filter`` when the question names pages, sections,
 figures or counts; the search policy otherwise), on the same index, questions and k in one run.
 
     python -m benchmarks.ladrag_policy --index DIR --questions questions.jsonl [--k 5]
-        [--limit N] [--every N]
+        [--limit N] [--every N] [--start I]
 
 Prints per policy: units returned, page recall, perfect recall, irrelevant-page ratio and span
 recall, each beside dense's at the same units; and the same for the questions the structural
@@ -76,17 +76,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=BookindexConfig().query.k)
     parser.add_argument("--limit", type=int, default=None, help="first N questions")
     parser.add_argument("--every", type=int, default=1, help="every Nth question (a sample)")
+    parser.add_argument("--start", type=int, default=0, help="the sample's first question")
     args = parser.parse_args(argv)
     from pipelines.store.reader import open_engine
 
     with open(args.questions, encoding="utf-8") as handle:
         questions = [json.loads(line) for line in handle if line.strip()]
-    questions = questions[: args.limit][:: args.every]
+    questions = questions[: args.limit][args.start :: args.every]
     engine = open_engine(args.index, BookindexConfig())
     known = {d.name for d in engine.model.documents}
     questions = [q for q in questions if q["doc"] in known]
     rows = run(engine, questions, args.k)
-    print(f"index {args.index}, questions {args.questions} (k={args.k}, every {args.every})")
+    print(
+        f"index {args.index}, questions {args.questions} (k={args.k}, every {args.every} "
+        f"from {args.start})"
+    )
     for line in summary(rows, "all"):
         print(line)
     for line in summary([r for r in rows if r["names_structure"]], "naming structure"):

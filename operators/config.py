@@ -285,6 +285,12 @@ class ServeConfig(Section):
     index: str = Field("data/sample_index", description="index directory every replica reads")
     host: str = Field("127.0.0.1", description="HTTP host (jobs.serve)")
     port: int = Field(8000, ge=1, le=65535, description="HTTP port (jobs.serve)")
+    direct_ingress: bool = Field(
+        True,
+        description="jobs.serve: the engine replica itself answers HTTP on serve.port (Ray "
+        "Serve's direct ingress; one replica), Serve's proxy stays on a free port of its own; "
+        "false: every request through Serve's proxy on serve.port",
+    )
     reload_interval_s: float = Field(
         0.0, ge=0, description="check the index for new documents this often; 0: on request"
     )

@@ -13,7 +13,7 @@ concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of
     GET  /health         each component (index, engine, query engine, last reload); 503
                          unless all are ok
     POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited
-                         for the whole application: ``ReloadGate``, one replica every ingress
+                         for the whole application: ``ReloadGate``, one replica every engine
                          replica asks)
 
 Every endpoint but /health needs ``Authorization: Bearer <token>`` (``serve.auth``, token from
@@ -42,6 +42,8 @@ Started by ``python -m jobs.serve --index DIR`` or ``serve run serve_config.yaml
 # request model as a class, not a forward reference.
 import asyncio
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -50,6 +52,7 @@ from typing import Any, Literal
 
 import ray
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ray import serve
@@ -66,7 +69,7 @@ from pipelines.serve_guard import (
 )
 
 # The limits requests are checked against: the defaults here, the application's configuration
-# in every ingress replica (``Ingress.__init__``).
+# in every replica (``RetrievalEngine.__init__``).
 _limits = BookindexConfig()
 # Serve needs these at class definition; a replica applies the configured values at start.
 DEFAULT_MAX_BATCH = BookindexConfig().serve.max_batch
@@ -77,7 +80,7 @@ api = FastAPI(
     "ZoomRAG and LAD-RAG (/query); ZoomRAG walks, BM25 and dense retrieval (/retrieve). "
     "Every endpoint but /health needs 'Authorization: Bearer <token>'.",
 )
-# The token and body limit of this ingress replica (``Ingress.__init__``); until it is set, the
+# The token and body limit of this replica (``RetrievalEngine.__init__``); until it is set, the
 # guard refuses every request.
 _guard: GuardSettings | None = None
 api.add_middleware(RequestGuard, settings=lambda: _guard)
@@ -201,11 +204,97 @@ def portable(config: BookindexConfig) -> dict:
     return values
 
 
-# Serve's default of 5 ongoing requests per replica would cap every batch at 5.
-@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=4 * DEFAULT_MAX_BATCH)
+PROBE = "health check"
+
+
+def _probe(engine) -> dict:
+    """The retrieval engine (a BM25 and a dense query) and the query engine (a dense answer with
+    its evidence read from the index) each answering one probe question."""
+    out = {}
+    try:
+        for method in ("bm25", "dense"):
+            engine.retrieval.retrieve([PROBE], method, 1)
+        out["engine"] = {"status": "ok", "device": engine.walk.device}
+    except Exception as exc:
+        out["engine"] = {"status": "failing", "error": _problem(exc)}
+    try:
+        result = engine.answer(PROBE, "dense", None, 1)
+        failing = result["error"] and not result["error"].startswith("nothing in the index")
+        out["query_engine"] = (
+            {"status": "failing", "error": result["error"][:200]}
+            if failing
+            else {"status": "ok", "backend": engine.config.models.backend}
+        )
+    except Exception as exc:
+        out["query_engine"] = {"status": "failing", "error": _problem(exc)}
+    return out
+
+
+def _json(content: dict) -> JSONResponse:
+    """``content`` as a JSON response without FastAPI's ``jsonable_encoder`` walk over every
+    value (the answers are plain JSON types already); a value ``json`` cannot write (a numpy
+    scalar, a dataclass) goes through the encoder."""
+    try:
+        return JSONResponse(content)
+    except TypeError:
+        return JSONResponse(jsonable_encoder(content))
+
+
+def _problem(exc: BaseException) -> str:
+    """An exception as a short line without the input it may hold: its type, and its message
+    cut to 160 characters and made encodable."""
+    text = str(exc)[:160].encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _index_version(index_dir: str) -> int:
+    from pipelines.store.reader import index_version
+
+    return index_version(index_dir)
+
+
+@serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+class ReloadGate:
+    """The reload rate limit of the whole application, held in one place: one replica that
+    every ingress replica asks before it sends a reload to an engine replica, so that
+    ``serve.reload_min_interval_s`` holds across replicas (with per-replica state, N engine
+    replicas would take N reloads per interval). ``admit`` runs on the replica's event loop
+    without awaiting, so two concurrent asks never both pass."""
+
+    def __init__(self, min_interval_s: float) -> None:
+        self.min_interval_s = min_interval_s
+        self.last_admitted = float("-inf")
+        self.admitted = self.refused = 0
+
+    async def admit(self) -> dict:
+        """``{"admitted": True}``, or ``{"refused", "retry_after_s"}`` within the interval of
+        the last admitted reload."""
+        now = time.monotonic()
+        wait = self.last_admitted + self.min_interval_s - now
+        if wait > 0:
+            self.refused += 1
+            return {"refused": "reloads are rate-limited", "retry_after_s": round(wait, 1)}
+        self.last_admitted = now
+        self.admitted += 1
+        return {"admitted": True}
+
+    async def counts(self) -> dict:
+        return {"admitted": self.admitted, "refused": self.refused}
+
+
+# Serve's default of 5 ongoing requests per replica would cap every batch at 5; every HTTP
+# request in flight is one ongoing request of the replica (the proxy queues the rest).
+MAX_ONGOING_REQUESTS = 1024
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 1}, max_ongoing_requests=MAX_ONGOING_REQUESTS)
+@serve.ingress(api)
 class RetrievalEngine:
-    """Holds one query engine (read model, walk graph, model backend) for both endpoints;
-    concurrent /retrieve requests share one step, and so do concurrent /query requests."""
+    """The HTTP ingress and the engine in one replica: holds one query engine (read model, walk
+    graph, model backend) for both endpoints; concurrent /retrieve requests share one step, and
+    so do concurrent /query requests. The routes call the batched methods in-process: a
+    request crosses one hop (Serve's proxy → this replica), not two (proxy → ingress replica →
+    engine replica), which halves the Serve work per request on a small machine."""
 
     def __init__(
         self,
@@ -213,7 +302,12 @@ class RetrievalEngine:
         device: str = "auto",
         reload_interval_s: float = 0,
         config: dict | None = None,
+        gate: DeploymentHandle | None = None,
     ) -> None:
+        global _limits, _guard
+        self.gate = gate  # the application's reload rate limit (None: this replica's own)
+        _limits = load_config(overrides=config or {})  # the request limits of this replica
+        _guard = guard_settings(_limits.serve)  # no token with auth=token: the replica fails
         overrides = dict(config or {})
         overrides["serve"] = dict(overrides.get("serve", {}), index=index_dir)
         overrides["walk"] = dict(overrides.get("walk", {}), device=device)
@@ -374,6 +468,66 @@ class RetrievalEngine:
         logging.getLogger("ray.serve").error("retrieval failed: %s", _problem(exc))
         return {"failed": _problem(exc), "batch_size": batch_size}
 
+    # ---- HTTP routes (the replica is the ingress; each calls a batched method in-process) ----
+
+    @api.post("/retrieve")
+    async def retrieve_http(self, request: RetrieveRequest):
+        started = time.perf_counter()
+        queries = request.all_queries()
+        if len(queries) == 1:
+            results = [await self.retrieve((queries[0], request.method, request.k))]
+        else:
+            results = await asyncio.gather(
+                *[self.retrieve((q, request.method, request.k)) for q in queries]
+            )
+        failed = [i for i, r in enumerate(results) if "failed" in r]
+        if failed:
+            field = "query" if request.query is not None else f"queries.{failed[0]}"
+            return error_response(500, field, "retrieval failed on this query (see server log)")
+        return _json(
+            {
+                "method": request.method,
+                "k": request.k,
+                "results": list(results),
+                "seconds": round(time.perf_counter() - started, 4),
+            }
+        )
+
+    @api.post("/query")
+    async def query_http(self, request: QueryRequest):
+        result = await self.query(request.model_dump())
+        if "failed" in result:
+            return error_response(500, "question", "answering failed (see server log)")
+        if result["error"] and result["error"].startswith("no document"):
+            return error_response(404, "doc", "no document with this file name or doc_id")
+        return _json(result)
+
+    @api.get("/health")
+    async def health_http(self):
+        """Each component's state; 503 unless every one is ok (also when the engine does not
+        answer within 30 s)."""
+        try:
+            report = await asyncio.wait_for(self.health(), timeout=30)
+        except Exception as exc:
+            engine = {"status": "failing", "error": f"no answer: {type(exc).__name__}"}
+            report = {"status": "failing", "components": {"engine": engine}}
+        return JSONResponse(status_code=200 if report["status"] == "ok" else 503, content=report)
+
+    @api.post("/admin/reload")
+    async def reload_http(self, force: bool = False):
+        """Reopen the index after an index job (see the module docstring); 429 while one runs
+        or within serve.reload_min_interval_s of the last (of any replica: ``ReloadGate``),
+        503 when it failed."""
+        result = await self.gate.admit.remote() if self.gate is not None else {}
+        if "refused" not in result:
+            result = await self.reload(force)
+        if "refused" in result:
+            headers = {"Retry-After": str(max(1, round(result["retry_after_s"])))}
+            return JSONResponse(status_code=429, content=result, headers=headers)
+        if "error" in result:
+            return JSONResponse(status_code=503, content=result)
+        return result
+
     async def health(self) -> dict:
         """Each component's state: the index (open and committed versions), the retrieval
         engine and the query engine (each answers a probe question, at most every
@@ -418,143 +572,6 @@ class RetrievalEngine:
         }
 
 
-PROBE = "health check"
-
-
-def _probe(engine) -> dict:
-    """The retrieval engine (a BM25 and a dense query) and the query engine (a dense answer with
-    its evidence read from the index) each answering one probe question."""
-    out = {}
-    try:
-        for method in ("bm25", "dense"):
-            engine.retrieval.retrieve([PROBE], method, 1)
-        out["engine"] = {"status": "ok", "device": engine.walk.device}
-    except Exception as exc:
-        out["engine"] = {"status": "failing", "error": _problem(exc)}
-    try:
-        result = engine.answer(PROBE, "dense", None, 1)
-        failing = result["error"] and not result["error"].startswith("nothing in the index")
-        out["query_engine"] = (
-            {"status": "failing", "error": result["error"][:200]}
-            if failing
-            else {"status": "ok", "backend": engine.config.models.backend}
-        )
-    except Exception as exc:
-        out["query_engine"] = {"status": "failing", "error": _problem(exc)}
-    return out
-
-
-def _problem(exc: BaseException) -> str:
-    """An exception as a short line without the input it may hold: its type, and its message
-    cut to 160 characters and made encodable."""
-    text = str(exc)[:160].encode("utf-8", "backslashreplace").decode("utf-8")
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _index_version(index_dir: str) -> int:
-    from pipelines.store.reader import index_version
-
-    return index_version(index_dir)
-
-
-@serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
-class ReloadGate:
-    """The reload rate limit of the whole application, held in one place: one replica that
-    every ingress replica asks before it sends a reload to an engine replica, so that
-    ``serve.reload_min_interval_s`` holds across replicas (with per-replica state, N engine
-    replicas would take N reloads per interval). ``admit`` runs on the replica's event loop
-    without awaiting, so two concurrent asks never both pass."""
-
-    def __init__(self, min_interval_s: float) -> None:
-        self.min_interval_s = min_interval_s
-        self.last_admitted = float("-inf")
-        self.admitted = self.refused = 0
-
-    async def admit(self) -> dict:
-        """``{"admitted": True}``, or ``{"refused", "retry_after_s"}`` within the interval of
-        the last admitted reload."""
-        now = time.monotonic()
-        wait = self.last_admitted + self.min_interval_s - now
-        if wait > 0:
-            self.refused += 1
-            return {"refused": "reloads are rate-limited", "retry_after_s": round(wait, 1)}
-        self.last_admitted = now
-        self.admitted += 1
-        return {"admitted": True}
-
-    async def counts(self) -> dict:
-        return {"admitted": self.admitted, "refused": self.refused}
-
-
-@serve.deployment(max_ongoing_requests=1024)
-@serve.ingress(api)
-class Ingress:
-    def __init__(
-        self,
-        engine: DeploymentHandle,
-        config: dict | None = None,
-        gate: DeploymentHandle | None = None,
-    ) -> None:
-        global _limits, _guard
-        _limits = load_config(overrides=config or {})  # the request limits of this replica
-        _guard = guard_settings(_limits.serve)  # no token with auth=token: the replica fails
-        self.engine = engine
-        self.gate = gate  # the application's reload rate limit (None: the engine replica's own)
-
-    @api.post("/retrieve")
-    async def retrieve(self, request: RetrieveRequest):
-        started = time.perf_counter()
-        queries = request.all_queries()
-        results = await asyncio.gather(
-            *[self.engine.retrieve.remote((q, request.method, request.k)) for q in queries]
-        )
-        failed = [i for i, r in enumerate(results) if "failed" in r]
-        if failed:
-            field = "query" if request.query is not None else f"queries.{failed[0]}"
-            return error_response(500, field, "retrieval failed on this query (see server log)")
-        return {
-            "method": request.method,
-            "k": request.k,
-            "results": list(results),
-            "seconds": round(time.perf_counter() - started, 4),
-        }
-
-    @api.post("/query")
-    async def query(self, request: QueryRequest):
-        result = await self.engine.query.remote(request.model_dump())
-        if "failed" in result:
-            return error_response(500, "question", "answering failed (see server log)")
-        if result["error"] and result["error"].startswith("no document"):
-            return error_response(404, "doc", "no document with this file name or doc_id")
-        return result
-
-    @api.get("/health")
-    async def health(self):
-        """Each component's state; 503 unless every one is ok (also when the engine does not
-        answer within 30 s)."""
-        try:
-            report = await asyncio.wait_for(self.engine.health.remote(), timeout=30)
-        except Exception as exc:
-            engine = {"status": "failing", "error": f"no answer: {type(exc).__name__}"}
-            report = {"status": "failing", "components": {"engine": engine}}
-        return JSONResponse(status_code=200 if report["status"] == "ok" else 503, content=report)
-
-    @api.post("/admin/reload")
-    async def reload(self, force: bool = False):
-        """Reopen the index after an index job (see the module docstring); 429 while one runs
-        or within serve.reload_min_interval_s of the last (of any replica: ``ReloadGate``),
-        503 when it failed."""
-        result = await self.gate.admit.remote() if self.gate is not None else {}
-        if "refused" not in result:
-            result = await self.engine.reload.remote(force)
-        if "refused" in result:
-            headers = {"Retry-After": str(max(1, round(result["retry_after_s"])))}
-            return JSONResponse(status_code=429, content=result, headers=headers)
-        if "error" in result:
-            return JSONResponse(status_code=503, content=result)
-        return result
-
-
 def build_app(args: dict) -> serve.Application:
     """Application builder. ``args``: the configuration (``app_config``: sections such as
     ``models``, ``walk``, ``query``, ``serve``, a ``config`` file, and the short keys ``index``,
@@ -565,23 +582,55 @@ def build_app(args: dict) -> serve.Application:
     config = app_config(args)
     if "index" not in config.serve.model_fields_set:
         raise ValueError("the serve application needs args.index: the index directory")
-    options: dict = {"max_ongoing_requests": 4 * config.serve.max_batch}
+    options: dict = {"max_ongoing_requests": max(MAX_ONGOING_REQUESTS, 4 * config.serve.max_batch)}
     if config.walk.device == "gpu":
         options["ray_actor_options"] = {"num_cpus": 1, "num_gpus": 1}
-    engine = RetrievalEngine.options(**options).bind(
-        config.serve.index, config.walk.device, config.serve.reload_interval_s, portable(config)
-    )
     gate = ReloadGate.bind(config.serve.reload_min_interval_s)
-    return Ingress.bind(engine, portable(config), gate)
+    return RetrievalEngine.options(**options).bind(
+        config.serve.index,
+        config.walk.device,
+        config.serve.reload_interval_s,
+        portable(config),
+        gate,
+    )
+
+
+def direct_ingress_env(port: int) -> dict[str, str]:
+    """The environment under which Ray Serve's direct ingress puts the HTTP server inside the
+    ingress replica (this application's engine replica), on exactly ``port``: a request then
+    costs one replica's work, without the proxy actor and its two actor calls per request (the
+    request, and the replica fetching the body back from the proxy). Read by Ray when it
+    starts (controller and replicas): set it before ``ray.init``/``ray start``. One ingress
+    replica per node can hold the port."""
+    return {
+        "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
+        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),  # Ray's bound is exclusive
+    }
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def serve_forever(args: dict, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Start a local Ray, serve ``build_app(args)`` at host:port, and block until Ctrl-C."""
-    ray.init(include_dashboard=False)
-    serve.start(http_options={"host": host, "port": port})
+    """Start a local Ray (never a cluster another job started on this machine), serve
+    ``build_app(args)`` at host:port, and block until Ctrl-C. With ``serve.direct_ingress``
+    the engine replica answers on host:port itself and Serve's proxy listens on a free port
+    (printed too)."""
+    direct = app_config(args).serve.direct_ingress
+    proxy_port = port
+    if direct:
+        os.environ.update(direct_ingress_env(port))
+        proxy_port = free_port(host)
+    ray.init(address="local", include_dashboard=False)
+    serve.start(http_options={"host": host, "port": proxy_port})
     serve.run(build_app(args))
     index = app_config(args).serve.index
-    print(f"serving {index} at http://{host}:{port} (OpenAPI: /docs)", flush=True)
+    via = f" (the engine replica; Serve's proxy at :{proxy_port})" if direct else ""
+    print(f"serving {index} at http://{host}:{port}{via} (OpenAPI: /docs)", flush=True)
     try:
         while True:
             time.sleep(3600)

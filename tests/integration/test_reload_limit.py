@@ -1,5 +1,5 @@
-"""The /admin/reload rate limit holds for the whole application, not per replica: two ingress
-replicas and two engine replicas, reloads asked at once and one after another — one reload per
+"""The /admin/reload rate limit holds for the whole application, not per replica: two engine
+replicas (each its own HTTP ingress), reloads asked at once and one after another — one reload per
 ``serve.reload_min_interval_s`` in all (``ReloadGate``), every other ask a 429 with Retry-After.
 (With the limit kept in each engine replica, two engine replicas took two reloads per
 interval.)"""
@@ -28,7 +28,6 @@ def served(ray_session, shared_data, tmp_path_factory):
     from ray import serve
 
     from pipelines.serve_app import (
-        Ingress,
         ReloadGate,
         RetrievalEngine,
         app_config,
@@ -44,12 +43,13 @@ def served(ray_session, shared_data, tmp_path_factory):
     (root / "token").write_text(TOKEN + "\n", encoding="utf-8")
     args = {"index": str(root / "index"), "device": "cpu"}
     args["serve"] = {"token_file": str(root / "token"), "reload_min_interval_s": GAP_S}
-    # build_app wires the gate into the ingress; here the same graph with two replicas each
-    assert build_app(args)._bound_deployment.init_args[2] is not None
+    # build_app wires the gate into the engine; here the same graph with two engine replicas
+    assert build_app(args)._bound_deployment.init_args[4] is not None
     config = portable(app_config(args))
     two = {"num_replicas": 2, "ray_actor_options": {"num_cpus": 0}}
-    engine = RetrievalEngine.options(**two).bind(args["index"], "cpu", 0, config)
-    app = Ingress.options(**two).bind(engine, config, ReloadGate.bind(GAP_S))
+    app = RetrievalEngine.options(**two).bind(
+        args["index"], "cpu", 0, config, ReloadGate.bind(GAP_S)
+    )
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     listener.close()
@@ -75,18 +75,18 @@ async def _at_once(base_url: str, n: int) -> list[httpx.Response]:
         return await asyncio.gather(*asks)
 
 
-def test_one_reload_per_interval_across_two_ingress_and_two_engine_replicas(served):
+def test_one_reload_per_interval_across_two_engine_replicas(served):
     from ray import serve
 
     client = served
-    assert _replicas("Ingress") == 2 and _replicas("RetrievalEngine") == 2
+    assert _replicas("RetrievalEngine") == 2
     replies = asyncio.run(_at_once(str(client.base_url), 8))
     codes = sorted(r.status_code for r in replies)
     assert codes == [200] + [429] * 7, [r.text for r in replies]
     for reply in replies:
         if reply.status_code == 429:
             assert 1 <= int(reply.headers["retry-after"]) <= GAP_S + 1
-    # one after another (each ask may land on either ingress and either engine replica)
+    # one after another (each ask may land on either engine replica)
     later = [client.post("/admin/reload", params={"force": True}, headers=AUTH) for _ in range(6)]
     assert [r.status_code for r in later] == [429] * 6
     time.sleep(GAP_S)
