@@ -229,6 +229,12 @@ class WalkConfig(Section):
         0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"
     )
     device: Device = Field("auto", description="walk engine: auto (CuPy if a GPU), cpu, gpu")
+    blas_threads: int = Field(
+        1,
+        ge=0,
+        description="CPU engine: threads of the process's BLAS (Chunk-Zoom's batched graph "
+        "products are small; more threads only contend); 0: the library's default",
+    )
 
 
 class RelevanceConfig(Section):

@@ -98,7 +98,21 @@ def make_engine(
         if not _cpu_notice_done:
             log.warning("walk engine runs on CPU (SciPy/NumPy): %s", reason)
             _cpu_notice_done = True
+    if config.blas_threads:
+        limit_blas_threads(config.blas_threads)
     return WalkEngine(Backend("cpu", np, sp, dtype), config, threshold_slack)
+
+
+def limit_blas_threads(threads: int) -> None:
+    """The process's BLAS (NumPy's OpenBLAS/MKL) on at most ``threads`` threads, from now on.
+    Chunk-Zoom's batched (B, L, L) products are a few MB each: on a small or shared machine a
+    second BLAS thread only spins against the other work (measured on 2 cores: a batch of 64
+    MuSiQue questions' graphs 15–40 ms on one thread, 40–630 ms on two). Ray workers already
+    run their BLAS on ``OMP_NUM_THREADS`` = their CPUs; this sets the same in a driver such as
+    ``jobs.evaluate``."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")
 
 
 def _inv(xp: ModuleType, a: Any) -> Any:
