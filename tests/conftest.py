@@ -73,3 +73,20 @@ def paper_index(ray_session, shared_data, tmp_path_factory) -> Path:
     summary = run_index([str(root / PAPER)], out)
     assert summary.ok == 1, summary.failures
     return out
+
+
+@pytest.fixture(scope="session")
+def hotpot_index(ray_session, shared_data, tmp_path_factory):
+    """``hotpot_index(name)``: a fresh index of the first 12 HotpotQA passages in a directory of
+    its own (each caller may change or damage its copy)."""
+    from pipelines.index_pipeline import run_index
+
+    def build(name: str) -> Path:
+        root = tmp_path_factory.mktemp(name)
+        corpus = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
+        first = corpus.read_text(encoding="utf-8").splitlines()[:12]
+        (root / "corpus.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
+        run_index([str(root / "corpus.jsonl")], root / "index")
+        return root / "index"
+
+    return build

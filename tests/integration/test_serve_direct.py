@@ -17,8 +17,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines.index_pipeline import run_index
-
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
 
@@ -30,16 +28,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def direct(ray_session, shared_data, tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve_direct")
-    corpus = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
-    first = corpus.read_text(encoding="utf-8").splitlines()[:12]
-    (root / "corpus.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
-    run_index([str(root / "corpus.jsonl")], root / "index")
+def direct(hotpot_index):
+    index = hotpot_index("serve_direct")
+    root = index.parent
     token, port = secrets.token_urlsafe(24), _free_port()
     env = dict(os.environ, BOOKINDEX_SERVE_TOKEN=token, PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
-    command = [sys.executable, "-m", "jobs.serve", "--index", str(root / "index")]
+    command = [sys.executable, "-m", "jobs.serve", "--index", str(index)]
     command += ["--port", str(port), "--set", "serve.max_body_bytes=2048"]
     log = (root / "serve.log").open("w")
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -19,8 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.index_pipeline import run_index
-
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
@@ -54,15 +52,11 @@ def _start(index: Path, token_file: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(ray_session, shared_data, tmp_path_factory):
+def served(hotpot_index):
     """A 12-passage HotpotQA index served with a token."""
     from ray import serve
 
-    root = tmp_path_factory.mktemp("serve_security")
-    corpus = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
-    first = corpus.read_text(encoding="utf-8").splitlines()[:12]
-    (root / "corpus.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
-    run_index([str(root / "corpus.jsonl")], root / "index")
+    root = hotpot_index("serve_security").parent
     (root / "token").write_text(TOKEN + "\n", encoding="utf-8")
     with httpx.Client(base_url=_start(root / "index", root / "token"), timeout=120) as client:
         yield client, root / "index"
