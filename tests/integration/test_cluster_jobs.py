@@ -54,12 +54,11 @@ def test_cluster_and_serve_configs_match_the_code():
     app = config.applications[0]
     assert app.import_path == "pipelines.serve_app:build_app"
     scaling = {d.name: d.autoscaling_config for d in app.deployments}
-    assert set(scaling) == {"Ingress", "RetrievalEngine"}
+    assert set(scaling) == {"RetrievalEngine"}  # the engine replica is the HTTP ingress
     assert all(s["max_replicas"] > s["min_replicas"] >= 1 for s in scaling.values())
     # device "gpu" puts the walk engine on a GPU worker; "auto"/"cpu" ask for no GPU
     for device, gpus in (("gpu", 1), ("auto", None), ("cpu", None)):
-        ingress = build_app({"index": "x", "device": device})
-        engine = ingress._bound_deployment.init_args[0]._bound_deployment
+        engine = build_app({"index": "x", "device": device})._bound_deployment
         assert engine.ray_actor_options.get("num_gpus") == gpus, device
 
 

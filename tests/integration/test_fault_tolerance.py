@@ -283,24 +283,22 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
     import httpx
     from ray import serve
 
-    from pipelines.serve_app import Ingress, RetrievalEngine
+    from pipelines.serve_app import RetrievalEngine
 
     a, b, new_passages = hotpot_split
     index = tmp_path / "index"
     shutil.copytree(base_index, index)
     # Replicas reserve no CPU here, so the update's Ray Data stages get the session's 2 CPUs.
     no_cpu = {"ray_actor_options": {"num_cpus": 0}}
-    unlimited = {"serve": {"reload_min_interval_s": 0}}  # two reloads in a row below
-    engine = RetrievalEngine.options(**no_cpu).bind(str(index), "cpu", 0, unlimited)
+    # two reloads in a row below; 127.0.0.1 clients only, no token
+    serve_section = {"serve": {"reload_min_interval_s": 0, "auth": "off"}}
+    engine = RetrievalEngine.options(**no_cpu).bind(str(index), "cpu", 0, serve_section)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
-        on_loopback = {"serve": {"auth": "off"}}  # 127.0.0.1 clients only, no token
-        serve.run(
-            Ingress.options(**no_cpu).bind(engine, on_loopback), name="reload", route_prefix="/"
-        )
+        serve.run(engine, name="reload", route_prefix="/")
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
-        ingress_pid = _replica_pid("Ingress")
+        engine_pid = _replica_pid("RetrievalEngine")
         new = new_passages[3]
         question = {"query": new["title"] + " " + new["text"][:120], "k": 3, "method": "bm25"}
         before = client.post("/retrieve", json=question).json()["results"][0]["documents"]
@@ -334,7 +332,7 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
         assert health["documents"] == 24 and health["reloads"] == 1
         after = client.post("/retrieve", json=question).json()["results"][0]["documents"]
         assert after[0]["id"] == new["id"]
-        assert _replica_pid("Ingress") == ingress_pid  # the same ingress process throughout
+        assert _replica_pid("RetrievalEngine") == engine_pid  # the same replica throughout
     finally:
         serve.shutdown()
 
