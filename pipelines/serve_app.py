@@ -256,7 +256,7 @@ def _index_version(index_dir: str) -> int:
 @serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
 class ReloadGate:
     """The reload rate limit of the whole application, held in one place: one replica that
-    every ingress replica asks before it sends a reload to an engine replica, so that
+    every engine replica (each its own HTTP ingress) asks before it reloads, so that
     ``serve.reload_min_interval_s`` holds across replicas (with per-replica state, N engine
     replicas would take N reloads per interval). ``admit`` runs on the replica's event loop
     without awaiting, so two concurrent asks never both pass."""
