@@ -32,23 +32,23 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.section_data import FEATURES, Book, code_version, headings_of, load_books
+from benchmarks.section_data import Book, code_version, headings_of, load_books
 from operators.eval.heading_gold import aggregate, score
+from operators.structure.heading_context import ALL_FEATURE_NAMES, context_features
 from operators.structure.learned_filter import (
     MODEL_FORMAT,
     MODEL_PATH,
+    ROOT_REASONS,
+    ModeModel,
     TreeEnsemble,
     decide_with_scores,
-    style_keys,
+    first_stage,
 )
-from operators.structure.sections import CONTINUES, Candidate
+from operators.structure.sections import CONTINUES, Candidate, Decision
 
-MAX_RELATIVE_LEVEL = 4
+MAX_RELATIVE_LEVEL = 6
 THRESHOLD = 0.5  # when there are too few books to choose one
 INNER_FOLDS = 3
-# Levels voted per style (learned_filter.decide_with_scores): CV level accuracy 0.521 against
-# 0.524 per candidate with the outline off, so not used.
-STYLE_VOTE = False
 HEADING_PARAMS = {
     "max_iter": 150,
     "learning_rate": 0.1,
@@ -70,21 +70,41 @@ def _x(book: Book, mode: str) -> np.ndarray:
     return book.x_on if mode == "on" else book.x_off
 
 
-def _heading_rows(books: list[Book], mode: str) -> tuple[np.ndarray, np.ndarray]:
+def _scored(book: Book) -> np.ndarray:
+    """The rows a heading model learns from and scores: not the continuation lines the rules
+    join to a title, not the document's title (the root, ``ROOT_REASONS``)."""
+    return np.array([r != CONTINUES and r not in ROOT_REASONS for r in book.layout_reason])
+
+
+def _heading_rows(
+    books: list[Book], mode: str, xs_of: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
-    for b in books:
-        keep = np.array([r != CONTINUES for r in b.layout_reason], dtype=bool)
-        xs.append(_x(b, mode)[keep])
+    for k, b in enumerate(books):
+        keep = _scored(b)
+        xs.append((_x(b, mode) if xs_of is None else xs_of[k])[keep])
         ys.append(b.label[keep])
     return np.vstack(xs), np.concatenate(ys)
 
 
-def _level_rows(books: list[Book], mode: str) -> tuple[np.ndarray, np.ndarray]:
+def relative_levels(book: Book) -> np.ndarray:
+    """Gold level of each labelled row relative to the book's top heading level (1 = top,
+    capped at ``MAX_RELATIVE_LEVEL``). A top level that holds a single entry (the book's own
+    title, which some gold tables of contents list) does not count as the top."""
+    levels = sorted(lv for lv, _, _ in book.gold)
+    top = min(levels, default=1)
+    if levels.count(top) == 1 and len(levels) > 1:
+        top = min(lv for lv in levels if lv > top)
+    gold_abs = book.gold_level + min((lv for lv, _, _ in book.gold), default=1) - 1
+    return np.clip(gold_abs - top + 1, 1, MAX_RELATIVE_LEVEL)
+
+
+def _level_rows(books: list[Book], xs_of: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
-    for b in books:
-        pos = b.label == 1
-        xs.append(_x(b, mode)[pos])
-        ys.append(np.minimum(b.gold_level[pos], MAX_RELATIVE_LEVEL))
+    for k, b in enumerate(books):
+        pos = (b.label == 1) & _scored(b)
+        xs.append(xs_of[k][pos])
+        ys.append(relative_levels(b)[pos])
     return np.vstack(xs), np.concatenate(ys)
 
 
@@ -138,22 +158,9 @@ def export_trees(clf) -> dict:
     }
 
 
-def choose_threshold(books: list[Book], mode: str, seed: int) -> float:
-    """The probability threshold that maximises heading F1 on out-of-fold scores of these
-    books (``INNER_FOLDS`` groups by book; gold headings no candidate carries count as
-    missed): picked without the books the model will be scored on."""
-    if len(books) < INNER_FOLDS:
-        return THRESHOLD
-    probs, labels = [], []
-    for test in folds_of(books, INNER_FOLDS, seed):
-        train = [b for i, b in enumerate(books) if i not in test]
-        x, y = _heading_rows(train, mode)
-        clf = _classifier(HEADING_PARAMS, seed).fit(x, y)
-        xt, yt = _heading_rows([books[i] for i in test], mode)
-        probs.append(clf.predict_proba(xt)[:, 1])
-        labels.append(yt)
-    p, y = np.concatenate(probs), np.concatenate(labels)
-    n_gold = sum(len(b.gold) for b in books)
+def _best_threshold(p: np.ndarray, y: np.ndarray, n_gold: int) -> float:
+    """The threshold that maximises F1 over these scores (gold headings no row carries count
+    as missed)."""
     best, best_f1 = THRESHOLD, -1.0
     for t in np.round(np.arange(0.2, 0.71, 0.025), 3):
         kept = p >= t
@@ -163,23 +170,84 @@ def choose_threshold(books: list[Book], mode: str, seed: int) -> float:
     return best
 
 
+def _layout(book: Book) -> list[Decision]:
+    return [
+        Decision(lv or None, r) for lv, r in zip(book.layout_level, book.layout_reason, strict=True)
+    ]
+
+
+def _first_stage(book: Book, x: np.ndarray, clf) -> np.ndarray:
+    """A fitted scikit-learn first-stage model's probabilities over a book's rows, 0 on the
+    rows it does not score (as ``learned_filter.first_stage``)."""
+    return np.where(_scored(book), clf.predict_proba(x)[:, 1], 0.0)
+
+
+def _augmented(book: Book, x: np.ndarray, p1: np.ndarray, threshold: float) -> np.ndarray:
+    return np.hstack([x, context_features(x, book.texts, book.pages, p1, threshold)])
+
+
 def fit_mode(books: list[Book], mode: str, seed: int, tune: bool = True) -> dict:
-    """Heading and level models of one mode, exported, checked against scikit-learn; the
-    threshold chosen by inner cross-validation over the same books (``tune``)."""
+    """One mode's three models, exported and checked against scikit-learn.
+
+    Stage 1 learns "is a heading" from each row's own evidence. Its probabilities for the
+    training books come from an inner cross-validation (``INNER_FOLDS`` groups by book), so
+    the second stage learns from first-stage scores of books the first stage did not see,
+    as it will meet them; its threshold is chosen on the same out-of-fold scores. Stage 2
+    ("is a heading") and the level model learn from the row plus ``heading_context`` columns
+    built from those scores; stage 2 uses stage 1's threshold. With ``tune`` off (too few
+    books) the inner CV is skipped: in-sample scores and 0.5."""
+    n_gold = sum(len(b.gold) for b in books)
     x, y = _heading_rows(books, mode)
     heading = _classifier(HEADING_PARAMS, seed).fit(x, y)
-    xl, yl = _level_rows(books, mode)
-    level = _classifier(LEVEL_PARAMS, seed).fit(xl, yl)
+    xs = [_x(b, mode) for b in books]
+    groups = folds_of(books, INNER_FOLDS, seed) if tune and len(books) >= INNER_FOLDS else None
+    p1s: list[np.ndarray] = [np.zeros(0)] * len(books)
+    if groups is None:
+        p1s = [_first_stage(b, xs[k], heading) for k, b in enumerate(books)]
+        threshold = THRESHOLD
+    else:
+        for test in groups:
+            train = [b for i, b in enumerate(books) if i not in test]
+            clf = _classifier(HEADING_PARAMS, seed).fit(*_heading_rows(train, mode))
+            for i in test:
+                p1s[i] = _first_stage(books[i], xs[i], clf)
+        keep = [_scored(b) for b in books]
+        threshold = _best_threshold(
+            np.concatenate([p[k] for p, k in zip(p1s, keep, strict=True)]),
+            np.concatenate([b.label[k] for b, k in zip(books, keep, strict=True)]),
+            n_gold,
+        )
+    xa = [_augmented(b, xs[k], p1s[k], threshold) for k, b in enumerate(books)]
+    heading2 = _classifier(HEADING_PARAMS, seed).fit(*_heading_rows(books, mode, xa))
+    # Stage 2 keeps stage 1's threshold: choosing its own would need a second inner CV,
+    # three more fits per mode and fold, which this shared 2-core machine cannot afford.
+    threshold2 = threshold
+    level = _classifier(LEVEL_PARAMS, seed).fit(*_level_rows(books, xa))
     out = {
         "heading": export_trees(heading),
+        "heading2": export_trees(heading2),
         "level": export_trees(level),
-        "threshold": choose_threshold(books, mode, seed) if tune else THRESHOLD,
-        "style_vote": STYLE_VOTE,
+        "threshold": threshold,
+        "threshold2": threshold2,
     }
     ours = TreeEnsemble.from_json(out["heading"]).probability(x)
     if not np.allclose(ours, heading.predict_proba(x)[:, 1], atol=1e-4):
         raise AssertionError("exported heading trees disagree with scikit-learn")
+    x2, _ = _heading_rows(books, mode, xa)
+    ours2 = TreeEnsemble.from_json(out["heading2"]).probability(x2)
+    if not np.allclose(ours2, heading2.predict_proba(x2)[:, 1], atol=1e-4):
+        raise AssertionError("exported second-stage trees disagree with scikit-learn")
     return out
+
+
+def mode_model(data: dict) -> ModeModel:
+    return ModeModel(
+        heading=TreeEnsemble.from_json(data["heading"]),
+        heading2=TreeEnsemble.from_json(data["heading2"]),
+        level=TreeEnsemble.from_json(data["level"]),
+        threshold=float(data["threshold"]),
+        threshold2=float(data["threshold2"]),
+    )
 
 
 def _candidates(book: Book) -> list[Candidate]:
@@ -190,32 +258,32 @@ def _candidates(book: Book) -> list[Candidate]:
 
 
 def predict_book(
-    book: Book, mode_model: dict, mode: str, vote: bool | None = None
+    book: Book, mode_data: dict, mode: str, first_stage_only: bool = False
 ) -> list[tuple[int, str, int]]:
-    """The learned filter's headings for one cached book, as the product decides them."""
-    from operators.structure.sections import Decision
-
-    heading = TreeEnsemble.from_json(mode_model["heading"])
-    level = TreeEnsemble.from_json(mode_model["level"])
-    x = _x(book, mode)
-    layout = [
-        Decision(lv or None, r) for lv, r in zip(book.layout_level, book.layout_reason, strict=True)
-    ]
+    """The learned filter's headings for one cached book, as the product decides them
+    (``first_stage_only``: the ablation that keeps the first stage's headings, at its
+    threshold, with the same levels)."""
+    model = mode_model(mode_data)
+    layout = _layout(book)
     outline = None
     if mode == "on" and book.has_outline:
         outline = [
             Decision(lv or None, r)
             for lv, r in zip(book.outline_level, book.outline_reason, strict=True)
         ]
+    x = _x(book, mode)
+    p_heading, level_probs = model.score(x, book.texts, book.pages, layout)
+    threshold = model.threshold2
+    if first_stage_only:
+        p_heading, threshold = first_stage(model.heading, x, layout), model.threshold
     decisions = decide_with_scores(
         _candidates(book),
         layout,
         outline,
-        heading.probability(x),
-        level.probability(x),
-        level.classes,
-        float(mode_model["threshold"]),
-        style_keys(x) if (mode_model["style_vote"] if vote is None else vote) else None,
+        p_heading,
+        level_probs,
+        model.level.classes,
+        threshold,
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -254,8 +322,8 @@ def cross_validate(books: list[Book], n_folds: int, seed: int, verbose: bool = T
             for mode in MODES:
                 for method, pred in (
                     (f"rules-outline {mode}", rule_headings(b, mode)),
-                    (f"learned-outline {mode}", predict_book(b, models[mode], mode, False)),
-                    (f"learned vote-outline {mode}", predict_book(b, models[mode], mode, True)),
+                    (f"learned-outline {mode}", predict_book(b, models[mode], mode)),
+                    (f"stage 1-outline {mode}", predict_book(b, models[mode], mode, True)),
                 ):
                     method = method.replace("-outline on", "+outline").replace(
                         "-outline off", "-outline"
@@ -303,7 +371,7 @@ def build_model(books: list[Book], seed: int, cv: dict | None) -> dict:
 
     return {
         "format": MODEL_FORMAT,
-        "feature_names": list(FEATURES),
+        "feature_names": list(ALL_FEATURE_NAMES),
         "modes": {mode: fit_mode(books, mode, seed) for mode in MODES},
         "training": {
             "command": "python -m benchmarks.train_section_model",
@@ -366,10 +434,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(MODEL_PATH), help="model file (default: %(default)s)")
     ap.add_argument("--no-cv", action="store_true", help="train only (no CV scores in the file)")
     ap.add_argument("--cv-json", default=None, help="write the full CV results (per book) here")
+    ap.add_argument(
+        "--cv-from",
+        default=None,
+        help="take the CV scores from this --cv-json file of an earlier run (same books, seed "
+        "and code) instead of running the CV again",
+    )
     args = ap.parse_args(argv)
     books = load_books()
     summary = None
-    if not args.no_cv:
+    if args.cv_from:
+        full = json.loads(Path(args.cv_from).read_text())
+        summary = {k: full[k] for k in ("protocol", "pooled", "folds", "baselines")}
+        summary["same_pages_as_pymupdf4llm"] = full.get("same_pages")
+    elif not args.no_cv:
         from benchmarks.tree_accuracy import DEFAULT_CACHE_DIR, run_cv
 
         # The same protocol as ``python -m benchmarks.tree_accuracy --cv --p4llm cached``.

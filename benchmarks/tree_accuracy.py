@@ -543,6 +543,7 @@ def run_cv(folds: int, seed: int, p4llm: str, cache_dir: Path | None, workers: i
         text += "\n\npymupdf4llm errors (scored as empty predictions): " + "; ".join(errors)
     summary["baselines"] = extra
     summary["per_book"] = per_book
+    summary["predictions"] = preds
     summary["table"] = text
     return summary
 

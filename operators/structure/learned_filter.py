@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from operators.kinds import MAX_LEVEL
+from operators.structure.heading_context import ALL_FEATURE_NAMES, context_features
 from operators.structure.heading_features import (
-    FEATURE_NAMES,
     candidate_features,
     heading_pool,
     pool_decisions,
@@ -50,7 +50,11 @@ from operators.structure.sections import (
 log = logging.getLogger(__name__)
 
 MODEL_PATH = Path(__file__).with_name("section_model.json")
-MODEL_FORMAT = "bookindex-section-model/1"
+MODEL_FORMAT = "bookindex-section-model/2"
+# The rules' verdicts for the document's title and its title page: the title is the tree's
+# root, never a section, whatever the model scores (some gold tables of contents list the
+# book's title as an entry; the product's convention is the root).
+ROOT_REASONS = ("document title", "title page")
 LEARNED = "learned"
 LEARNED_NOT_TITLE = "learned: not a title"
 
@@ -86,7 +90,7 @@ class TreeEnsemble:
             inner = left >= 0
             if (left[inner] >= n).any() or (right[inner] >= n).any():
                 raise ModelFileError("a tree points past its nodes")
-            if (feature[inner] < 0).any() or (feature[inner] >= len(FEATURE_NAMES)).any():
+            if (feature[inner] < 0).any() or (feature[inner] >= len(ALL_FEATURE_NAMES)).any():
                 raise ModelFileError("a tree uses an unknown feature")
             trees.append((feature, threshold, left, right, value))
         return cls(
@@ -126,10 +130,35 @@ class TreeEnsemble:
 
 @dataclass(frozen=True)
 class ModeModel:
+    """One mode's models: the first-stage heading model (own evidence), the second-stage
+    heading model and the level model (own evidence plus ``heading_context`` columns computed
+    from the first stage's probabilities), and the two thresholds."""
+
     heading: TreeEnsemble
+    heading2: TreeEnsemble
     level: TreeEnsemble
     threshold: float
-    style_vote: bool = False
+    threshold2: float
+
+    def score(
+        self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Final heading probabilities and level probabilities of a document's pool rows."""
+        p1 = first_stage(self.heading, x, layout)
+        xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
+        p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
+        return p2, self.level.probability(xa)
+
+
+def first_stage(heading: TreeEnsemble, x: np.ndarray, layout: list[Decision]) -> np.ndarray:
+    """First-stage heading probabilities; 0 for the title's rows and continuation lines."""
+    p = heading.probability(x)
+    root = np.array([_excluded(d.reason) for d in layout], dtype=bool)
+    return np.where(root, 0.0, p) if len(p) else p
+
+
+def _excluded(reason: str) -> bool:
+    return reason == CONTINUES or reason in ROOT_REASONS
 
 
 @dataclass(frozen=True)
@@ -148,15 +177,16 @@ def parse_model(data: dict) -> SectionModel:
     """A ``SectionModel`` from the JSON object of a model file; raises ``ModelFileError``."""
     if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
         raise ModelFileError(f"not a {MODEL_FORMAT} file")
-    if list(data.get("feature_names", [])) != list(FEATURE_NAMES):
+    if list(data.get("feature_names", [])) != list(ALL_FEATURE_NAMES):
         raise ModelFileError("the model was trained on other features than this code computes")
     try:
         modes = {
             name: ModeModel(
                 heading=TreeEnsemble.from_json(data["modes"][name]["heading"]),
+                heading2=TreeEnsemble.from_json(data["modes"][name]["heading2"]),
                 level=TreeEnsemble.from_json(data["modes"][name]["level"]),
                 threshold=float(data["modes"][name]["threshold"]),
-                style_vote=bool(data["modes"][name].get("style_vote", False)),
+                threshold2=float(data["modes"][name]["threshold2"]),
             )
             for name in ("off", "on")
         }
@@ -185,18 +215,6 @@ def _cached_model(path: str) -> SectionModel | None:
         return None
 
 
-_STYLE_COLUMNS = tuple(
-    FEATURE_NAMES.index(name)
-    for name in ("size_ratio", "bold", "italic", "caps", "face_share", "numbering_depth")
-)
-
-
-def style_keys(x: np.ndarray) -> list[tuple]:
-    """Each row's style as the features show it: size against the body, bold, italic,
-    capitals, typeface (by its share of the text), numbering depth."""
-    return [tuple(round(float(v), 3) for v in row) for row in x[:, _STYLE_COLUMNS]]
-
-
 def decide_with_scores(
     candidates: list[Candidate],
     layout: list[Decision],
@@ -205,21 +223,12 @@ def decide_with_scores(
     level_probs: np.ndarray,
     level_classes: tuple[int, ...],
     threshold: float,
-    keys: list[tuple] | None = None,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
-    merged; outline entries keep the outline's level; a heading the model keeps after an
-    outline entry goes below it (at least one level deeper). With ``keys`` (``style_keys``) the level is
-    voted per style: the kept headings of one style (and numbering depth) share the level
-    their summed level probabilities favour, so a book's levels stay consistent."""
+    merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
+    keep the outline's level; a heading the model keeps after an outline entry goes below it
+    (at least one level deeper)."""
     decisions: list[Decision] = []
-    if keys is not None and len(level_probs):
-        kept = p_heading >= threshold
-        summed: dict[tuple, np.ndarray] = {}
-        for pos, key in enumerate(keys):
-            if kept[pos]:
-                summed[key] = summed.get(key, 0.0) + level_probs[pos]
-        level_probs = np.array([summed.get(key, level_probs[pos]) for pos, key in enumerate(keys)])
     relative = (
         [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
     )
@@ -229,7 +238,7 @@ def decide_with_scores(
         if layout[pos].reason == CONTINUES:
             decisions.append(Decision(None, CONTINUES))
             continue
-        if p < threshold:
+        if p < threshold or layout[pos].reason in ROOT_REASONS:
             decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
             continue
         level = min(max(relative[pos], 1), MAX_LEVEL)
@@ -267,16 +276,17 @@ class LearnedSectionFilter:
         )
         feats = candidate_features(pool.members, context, pool_layout, pool_outline)
         mode = self.model.mode(outline is not None)
-        p_heading = mode.heading.probability(feats.x)
+        p_heading, level_probs = mode.score(
+            feats.x, [c.text for c in pool.members], [c.page for c in pool.members], pool_layout
+        )
         decided = decide_with_scores(
             pool.members,
             pool_layout,
             pool_outline,
             p_heading,
-            mode.level.probability(feats.x),
+            level_probs,
             mode.level.classes,
-            mode.threshold,
-            style_keys(feats.x) if mode.style_vote else None,
+            mode.threshold2,
         )
         decisions = [Decision(None, "unset") for _ in candidates]
         probabilities = [0.0 for _ in candidates]

@@ -57,7 +57,7 @@ def test_training_is_deterministic(small_books):
     second = json.dumps(build_model(small_books, 0, None), sort_keys=True)
     assert first == second
     model = learned_filter.parse_model(json.loads(first))
-    assert model.off.heading.trees and model.on.level.trees
+    assert model.off.heading.trees and model.off.heading2.trees and model.on.level.trees
     hashes = [b["pdf_sha256"] for b in json.loads(first)["training"]["books"]]
     assert len(hashes) == 2 and all(len(h) == 64 for h in hashes)
 
@@ -69,7 +69,7 @@ def test_exported_trees_score_like_scikit_learn(small_books):
 
     from benchmarks.train_section_model import LEVEL_PARAMS, _level_rows, export_trees
 
-    x, y = _level_rows(small_books, "off")
+    x, y = _level_rows(small_books, [b.x_off for b in small_books])
     clf = HistGradientBoostingClassifier(**LEVEL_PARAMS, early_stopping=False, random_state=0)
     clf.fit(x, y)
     ours = learned_filter.TreeEnsemble.from_json(export_trees(clf)).probability(x)

@@ -1,0 +1,167 @@
+"""Second-stage features of the learned section filter: what the rest of the document says
+about a heading candidate, given the first stage's heading probabilities.
+
+The first stage (``heading_features``) scores each pool member from its own evidence. Whether a
+style is a heading level, and which level, is a property of the document: a style whose
+members the first stage mostly keeps is a heading style; the kept styles, ordered by
+prominence, are the book's levels; numbering that continues the previous number at its depth
+is a heading sequence. These columns are appended to the first-stage row and feed the second
+heading model and the level model (``operators.structure.learned_filter``). All are relative to
+the document (ranks, shares, continuity), none is an absolute size, so they carry from book to
+book.
+
+Plain Python and numpy only: the product computes these at index time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from operators.structure.heading_features import FEATURE_NAMES
+
+CONTEXT_FEATURE_NAMES: tuple[str, ...] = (
+    "ctx_p",  # first-stage probability
+    "ctx_style_mean_p",  # mean first-stage probability over the member's style
+    "ctx_style_kept_share",  # share of the style's members the first stage keeps
+    "ctx_style_kept",  # how many of the style's members it keeps
+    "ctx_kept_size_rank",  # rank of the size among the kept members' sizes (0: largest)
+    "ctx_kept_size_rank_rel",  # the same over the number of kept sizes
+    "ctx_kept_style_rank",  # rank of the style among the kept styles by prominence
+    "ctx_kept_style_rank_rel",
+    "ctx_n_kept_styles",
+    "ctx_n_kept_sizes",
+    "ctx_depth_rel",  # numbering depth minus the smallest numbered depth kept (-1: none)
+    "ctx_num_continues",  # the number continues the previous one of its kind and depth
+    "ctx_num_starts",  # a first number (1, I, A) under a kept member
+    "ctx_prev_kept_rank",  # style rank of the previous kept member (-1: none)
+    "ctx_rank_vs_prev",  # own style rank minus the previous kept member's
+    "ctx_page_first_kept",  # the first kept member on its page
+)
+ALL_FEATURE_NAMES: tuple[str, ...] = FEATURE_NAMES + CONTEXT_FEATURE_NAMES
+_F = {name: i for i, name in enumerate(FEATURE_NAMES)}
+_C = {name: i for i, name in enumerate(CONTEXT_FEATURE_NAMES)}
+
+_DOTTED_NUM = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s|$|(?=[A-Z]))")
+_WORD_NUM = re.compile(
+    r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
+)
+_ROMAN_NUM = re.compile(r"^([IVXL]{1,6})[.)]?\s+\S")
+_LETTER_NUM = re.compile(r"^\(?([A-Z]|[a-z])[.)]\s+\S")
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+
+
+def _roman(text: str) -> int | None:
+    total, prev = 0, 0
+    for ch in reversed(text.lower()):
+        v = _ROMAN_VALUES.get(ch)
+        if v is None:
+            return None
+        total = total - v if v < prev else total + v
+        prev = max(prev, v)
+    return total or None
+
+
+def numbering_key(text: str) -> tuple[str, tuple[int, ...], int] | None:
+    """(kind, parent numbers, own number) of a heading's leading number: "2.3 Title" →
+    ("dotted", (2,), 3); "Chapter 4" → ("chapter", (), 4); "IV. Title" → ("roman", (), 4);
+    "B. Title" → ("LETTER", (), 2). None when the text is not numbered."""
+    text = text.strip()
+    m = _WORD_NUM.match(text)
+    if m:
+        label, num = m.group(1).lower(), m.group(2)
+        n = int(num) if num.isdigit() else _roman(num) or (ord(num.lower()) - 96)
+        return (label, (), n)
+    m = _DOTTED_NUM.match(text)
+    if m:
+        parts = tuple(int(p) for p in m.group(1).split("."))
+        return ("dotted", parts[:-1], parts[-1])
+    m = _ROMAN_NUM.match(text)
+    if m and (n := _roman(m.group(1))) is not None:
+        return ("roman", (), n)
+    m = _LETTER_NUM.match(text)
+    if m:
+        letter = m.group(1)
+        kind = "LETTER" if letter.isupper() else "letter"
+        return (kind, (), ord(letter.lower()) - 96)
+    return None
+
+
+def _style(row: np.ndarray) -> tuple:
+    return (
+        round(float(row[_F["size_ratio"]]), 2),
+        bool(row[_F["bold"]]),
+        bool(row[_F["italic"]]),
+        bool(row[_F["caps"]]),
+        round(float(row[_F["face_share"]]), 2),
+    )
+
+
+def _prominence(style: tuple) -> tuple:
+    size, bold, italic, caps, face_share = style
+    return (size, bold, caps, not italic, -face_share)
+
+
+def context_features(
+    x: np.ndarray, texts: list[str], pages: list[int], p_heading: np.ndarray, threshold: float
+) -> np.ndarray:
+    """(n, len(CONTEXT_FEATURE_NAMES)) columns for pool members in document order, given the
+    first-stage feature rows ``x``, their texts and pages, and the first-stage probabilities."""
+    n = len(x)
+    out = np.zeros((n, len(CONTEXT_FEATURE_NAMES)), dtype=np.float64)
+    if n == 0:
+        return out
+    kept = p_heading >= threshold
+    styles = [_style(row) for row in x]
+    members: dict[tuple, list[int]] = defaultdict(list)
+    for i, s in enumerate(styles):
+        members[s].append(i)
+    kept_styles = sorted({styles[i] for i in range(n) if kept[i]}, key=_prominence, reverse=True)
+    style_rank = {s: r for r, s in enumerate(kept_styles)}
+    kept_sizes = sorted({styles[i][0] for i in range(n) if kept[i]}, reverse=True)
+    n_styles, n_sizes = len(kept_styles), len(kept_sizes)
+    depths = x[:, _F["numbering_depth"]]
+    kept_depths = depths[kept & (depths > 0)]
+    min_depth = float(kept_depths.min()) if len(kept_depths) else 0.0
+    style_stats = {}
+    for s, idx in members.items():
+        ps = p_heading[idx]
+        style_stats[s] = (float(ps.mean()), float(kept[idx].mean()), float(kept[idx].sum()))
+    last_number: dict[tuple, int] = {}
+    prev_rank = -1
+    kept_pages: set[int] = set()
+    for i in range(n):
+        row = out[i]
+        s = styles[i]
+        row[_C["ctx_p"]] = p_heading[i]
+        mean_p, share, count = style_stats[s]
+        row[_C["ctx_style_mean_p"]] = mean_p
+        row[_C["ctx_style_kept_share"]] = share
+        row[_C["ctx_style_kept"]] = count
+        size_rank = sum(sz > s[0] + 1e-9 for sz in kept_sizes)
+        row[_C["ctx_kept_size_rank"]] = size_rank
+        row[_C["ctx_kept_size_rank_rel"]] = size_rank / max(n_sizes, 1)
+        rank = style_rank.get(s)
+        if rank is None:  # not a kept style: where its prominence would put it
+            rank = sum(_prominence(k) > _prominence(s) for k in kept_styles)
+        row[_C["ctx_kept_style_rank"]] = rank
+        row[_C["ctx_kept_style_rank_rel"]] = rank / max(n_styles, 1)
+        row[_C["ctx_n_kept_styles"]] = n_styles
+        row[_C["ctx_n_kept_sizes"]] = n_sizes
+        row[_C["ctx_depth_rel"]] = depths[i] - min_depth if depths[i] > 0 else -1.0
+        key = numbering_key(texts[i])
+        if key is not None:
+            kind, parents, number = key
+            seq = (kind, parents)
+            row[_C["ctx_num_continues"]] = last_number.get(seq) == number - 1
+            row[_C["ctx_num_starts"]] = number == 1 and prev_rank >= 0
+            last_number[seq] = number
+        row[_C["ctx_prev_kept_rank"]] = prev_rank
+        row[_C["ctx_rank_vs_prev"]] = rank - prev_rank if prev_rank >= 0 else 0.0
+        row[_C["ctx_page_first_kept"]] = kept[i] and pages[i] not in kept_pages
+        if kept[i]:
+            prev_rank = rank
+            kept_pages.add(pages[i])
+    return out
