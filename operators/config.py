@@ -117,7 +117,7 @@ class IndexConfig(Section):
 
     use_outline: bool = Field(True, description="use the PDF's outline for the heading tree")
     section_filter: Literal["learned", "rules"] = Field(
-        "rules",
+        "learned",
         description="headings by the layout/outline rules, or by the learned filter "
         "(operators/structure/section_model.json; the rules when it cannot load)",
     )

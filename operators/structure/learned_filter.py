@@ -30,8 +30,13 @@ from pathlib import Path
 import numpy as np
 
 from operators.kinds import MAX_LEVEL
-from operators.structure.heading_context import ALL_FEATURE_NAMES, context_features
+from operators.structure.heading_context import (
+    ALL_FEATURE_NAMES,
+    context_features,
+    numbering_key,
+)
 from operators.structure.heading_features import (
+    FEATURE_NAMES,
     candidate_features,
     heading_pool,
     pool_decisions,
@@ -150,11 +155,27 @@ class ModeModel:
         return p2, self.level.probability(xa)
 
 
+_COLON = FEATURE_NAMES.index("ends_colon")
+_UPPER = FEATURE_NAMES.index("upper_share")
+_RULE_LEVEL = FEATURE_NAMES.index("rule_level")
+
+
+def run_in_labels(x: np.ndarray) -> np.ndarray:
+    """Rows that are run-in labels: a line in capitals ending in a colon ("SETTINGS:",
+    "ISBN:") that the layout rules do not keep. Too rare for the model to learn (2 of ~41,000
+    training rows, neither a heading), so it is stated: such a line introduces the text under
+    it and is not a section."""
+    return (x[:, _COLON] > 0) & (x[:, _UPPER] > 0.9) & (x[:, _RULE_LEVEL] == 0)
+
+
 def first_stage(heading: TreeEnsemble, x: np.ndarray, layout: list[Decision]) -> np.ndarray:
-    """First-stage heading probabilities; 0 for the title's rows and continuation lines."""
+    """First-stage heading probabilities; 0 for the title's rows, continuation lines and
+    run-in labels (``run_in_labels``)."""
     p = heading.probability(x)
-    root = np.array([_excluded(d.reason) for d in layout], dtype=bool)
-    return np.where(root, 0.0, p) if len(p) else p
+    if not len(p):
+        return p
+    excluded = np.array([_excluded(d.reason) for d in layout], dtype=bool) | run_in_labels(x)
+    return np.where(excluded, 0.0, p)
 
 
 def _excluded(reason: str) -> bool:
@@ -223,12 +244,17 @@ def decide_with_scores(
     level_probs: np.ndarray,
     level_classes: tuple[int, ...],
     threshold: float,
+    numbering_pass: str = "parent",
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
     merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
     keep the outline's level; a heading the model keeps after an outline entry goes below it
-    (at least one level deeper)."""
+    (at least one level deeper). With ``numbering_pass`` "full" numbered headings are kept
+    consistent with their numbers: "2.3" goes one level below the kept "2", and a number that
+    continues a kept sibling ("2.4" after "2.3", "IV." after "III.") takes the sibling's level;
+    "parent" does the first only; "off" neither."""
     decisions: list[Decision] = []
+    numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
     relative = (
         [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
     )
@@ -242,15 +268,27 @@ def decide_with_scores(
             decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
             continue
         level = min(max(relative[pos], 1), MAX_LEVEL)
+        key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
+        if key is not None:
+            kind, parents, number = key
+            if kind == "dotted" and parents and (kind, parents) in numbered:
+                level = min(numbered[(kind, parents)] + 1, MAX_LEVEL)
+            elif numbering_pass == "full" and (kind, (*parents, number - 1)) in numbered:
+                level = numbered[(kind, (*parents, number - 1))]
+        reason = f"{LEARNED} (p={p:.2f})"
         if outline is not None:
             o = outline[pos]
             if o.reason == "outline entry" and o.level:
-                outline_level = o.level
-                decisions.append(Decision(o.level, f"{LEARNED} outline entry (p={p:.2f})"))
-                continue
-            if outline_level:
+                outline_level = level = o.level
+                reason = f"{LEARNED} outline entry (p={p:.2f})"
+            elif outline_level:
                 level = min(max(level, outline_level + 1), MAX_LEVEL)
-        decisions.append(Decision(level, f"{LEARNED} (p={p:.2f})"))
+        if key is not None:
+            full = (*key[1], key[2])
+            for stale in [k for k in numbered if k[0] == key[0] and len(k[1]) > len(full)]:
+                del numbered[stale]  # "2.1" below this "3" is no longer the current sibling
+            numbered[(key[0], full)] = level
+        decisions.append(Decision(level, reason))
     return decisions
 
 
