@@ -156,10 +156,10 @@ def parsed_book(pdf: Path, cache_dir: Path | None = DEFAULT_CACHE) -> tuple[dict
 
 
 def extract_book(
-    corpus: str, pdf: Path, gold: list[Heading], cache_dir: Path | None = DEFAULT_CACHE
+    corpus: str, pdf: Path, gold: list[Heading], cache_dir: Path | None = None
 ) -> Book:
-    """Parse one book (or read its cached parse) and compute its candidates' features, rule
-    decisions and labels."""
+    """Parse one book (or read its parse cached under ``cache_dir``) and compute its
+    candidates' features, rule decisions and labels."""
     meta, blocks = parsed_book(pdf, cache_dir)
     body = classify_blocks(blocks, meta["n_pages"])
     cands = candidates_of(blocks)

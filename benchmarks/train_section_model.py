@@ -43,7 +43,7 @@ from operators.structure.learned_filter import (
     TreeEnsemble,
     decide_with_scores,
     first_stage,
-    run_in_labels,
+    not_sections,
 )
 from operators.structure.sections import CONTINUES, Candidate, Decision
 
@@ -184,7 +184,8 @@ def _layout(book: Book) -> list[Decision]:
 def _first_stage(book: Book, x: np.ndarray, clf) -> np.ndarray:
     """A fitted scikit-learn first-stage model's probabilities over a book's rows, 0 on the
     rows it does not score (as ``learned_filter.first_stage``)."""
-    return np.where(_scored(book) & ~run_in_labels(x), clf.predict_proba(x)[:, 1], 0.0)
+    keep = _scored(book) & ~not_sections(x, book.texts)
+    return np.where(keep, clf.predict_proba(x)[:, 1], 0.0)
 
 
 def _augmented(book: Book, x: np.ndarray, p1: np.ndarray, threshold: float) -> np.ndarray:
@@ -285,7 +286,7 @@ def predict_book(
     p_heading, level_probs = model.score(x, book.texts, book.pages, layout)
     threshold = model.threshold2
     if first_stage_only:
-        p_heading, threshold = first_stage(model.heading, x, layout), model.threshold
+        p_heading, threshold = first_stage(model.heading, x, layout, book.texts), model.threshold
     if level_of_row:  # the variant whose level model sees the row alone (no context columns)
         level_probs = TreeEnsemble.from_json(mode_data["level_row"]).probability(x)
         classes = tuple(int(c) for c in mode_data["level_row"]["classes"])

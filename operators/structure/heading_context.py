@@ -49,7 +49,7 @@ _WORD_NUM = re.compile(
     r"^(chapter|part|section|appendix|annex|article|book)\s+([0-9]+|[ivxlc]+|[a-z])\b", re.I
 )
 _ROMAN_NUM = re.compile(r"^([IVXL]{1,6})[.)]?\s+\S")
-_LETTER_NUM = re.compile(r"^\(?([A-Z]|[a-z])[.)]\s+\S")
+_LETTER_NUM = re.compile(r"^\(?(([A-Z])\2?|([a-z])\3?)[.)]\s+\S")
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
 
 
@@ -67,7 +67,8 @@ def _roman(text: str) -> int | None:
 def numbering_key(text: str) -> tuple[str, tuple[int, ...], int] | None:
     """(kind, parent numbers, own number) of a heading's leading number: "2.3 Title" →
     ("dotted", (2,), 3); "Chapter 4" → ("chapter", (), 4); "IV. Title" → ("roman", (), 4);
-    "B. Title" → ("LETTER", (), 2). None when the text is not numbered."""
+    "B. Title" → ("LETTER", (), 2); "bb) Title" → ("letter2", (), 2). None when the text is not
+    numbered."""
     text = text.strip()
     m = _WORD_NUM.match(text)
     if m:
@@ -83,9 +84,9 @@ def numbering_key(text: str) -> tuple[str, tuple[int, ...], int] | None:
         return ("roman", (), n)
     m = _LETTER_NUM.match(text)
     if m:
-        letter = m.group(1)
-        kind = "LETTER" if letter.isupper() else "letter"
-        return (kind, (), ord(letter.lower()) - 96)
+        label = m.group(1)
+        kind = ("LETTER" if label.isupper() else "letter") + ("2" if len(label) == 2 else "")
+        return (kind, (), ord(label[0].lower()) - 96)
     return None
 
 

@@ -149,7 +149,7 @@ class ModeModel:
         self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Final heading probabilities and level probabilities of a document's pool rows."""
-        p1 = first_stage(self.heading, x, layout)
+        p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
         p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
         return p2, self.level.probability(xa)
@@ -157,25 +157,37 @@ class ModeModel:
 
 _COLON = FEATURE_NAMES.index("ends_colon")
 _UPPER = FEATURE_NAMES.index("upper_share")
+_LOWER = FEATURE_NAMES.index("starts_lower")
 _RULE_LEVEL = FEATURE_NAMES.index("rule_level")
 
 
-def run_in_labels(x: np.ndarray) -> np.ndarray:
-    """Rows that are run-in labels: a line in capitals ending in a colon ("SETTINGS:",
-    "ISBN:") that the layout rules do not keep. Too rare for the model to learn (2 of ~41,000
-    training rows, neither a heading), so it is stated: such a line introduces the text under
-    it and is not a section."""
-    return (x[:, _COLON] > 0) & (x[:, _UPPER] > 0.9) & (x[:, _RULE_LEVEL] == 0)
+def not_sections(x: np.ndarray, texts: list[str]) -> np.ndarray:
+    """Rows the rules do not keep that are stated not to be sections, where the training data
+    are too thin or too lopsided for the model to learn it:
+
+    * run-in labels: a line in capitals ending in a colon ("SETTINGS:", "ISBN:"): 2 of ~41,000
+      training rows, neither a heading;
+    * a line that starts in lower case and is not numbered ("a)", "bb)" are numbers): it
+      carries on a sentence (a run-on paragraph cut into lines); 0.7 % of ~8,900 training rows
+      are headings, styled titles such as "a kind of mending"."""
+    if not len(x):
+        return np.zeros(0, dtype=bool)
+    not_kept = x[:, _RULE_LEVEL] == 0
+    run_in = (x[:, _COLON] > 0) & (x[:, _UPPER] > 0.9)
+    lower = (x[:, _LOWER] > 0) & np.array([numbering_key(t) is None for t in texts], dtype=bool)
+    return not_kept & (run_in | lower)
 
 
-def first_stage(heading: TreeEnsemble, x: np.ndarray, layout: list[Decision]) -> np.ndarray:
-    """First-stage heading probabilities; 0 for the title's rows, continuation lines and
-    run-in labels (``run_in_labels``)."""
+def first_stage(
+    heading: TreeEnsemble, x: np.ndarray, layout: list[Decision], texts: list[str]
+) -> np.ndarray:
+    """First-stage heading probabilities; 0 for the title's rows, continuation lines and the
+    rows ``not_sections`` names."""
     p = heading.probability(x)
     if not len(p):
         return p
-    excluded = np.array([_excluded(d.reason) for d in layout], dtype=bool) | run_in_labels(x)
-    return np.where(excluded, 0.0, p)
+    excluded = np.array([_excluded(d.reason) for d in layout], dtype=bool)
+    return np.where(excluded | not_sections(x, texts), 0.0, p)
 
 
 def _excluded(reason: str) -> bool:
