@@ -137,20 +137,22 @@ class ApplySelections:
         return pa.Table.from_pylist(out)
 
 
-def document_selections(documents, config: BookindexConfig, workers: int, partitions: int):
+def document_selections(documents, config: BookindexConfig, partitions: int):
     """The enriched documents with the model's selections applied within each document."""
     documents = documents.materialize()
     requests = documents.flat_map(selection_requests).materialize()
     if requests.count():
         answers = run_requests(requests, config, SELECTIONS)
-        documents = attach(documents, answers, SELECTIONS, partitions)
+        # materialized before the actors start: a pool holding every CPU would otherwise
+        # starve the join's tasks it waits for (2-CPU nodes)
+        documents = attach(documents, answers, SELECTIONS, partitions).materialize()
     return documents.map_batches(
         ApplySelections,
         fn_constructor_kwargs={
             "models": config.models.to_dict(),
             "resolver": config.resolver.model_dump(),
         },
-        concurrency=max(1, workers),
+        concurrency=1,  # a second resolution per document: light, CPU
         batch_format="pyarrow",
         **bounded_retries(config, actors=True),
     )
