@@ -9,7 +9,7 @@ Then, for all documents at once:
 
     documents ─flat_map(selection_requests)─▶ one request per question (SELECT_PROMPT,
       SELECT_SCHEMA) ─processor (llm_processors; invalid JSON repaired, asked again
-      ``models.max_retries`` times)─▶ answers ─groupby(doc_id)─join─▶
+      ``models.max_retries`` times)─▶ answers (small: to the driver, then to the actor)
       ─map_batches(ApplySelections)─▶ the document's resolution run again with the answers:
       its entity columns replaced; questions without a usable answer keep the rule, and their
       errors become ``failures`` rows (stage ``enrich``)
@@ -34,7 +34,7 @@ from operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
 from operators.graph.entity_sets import DocumentEntities, resolve_document
 from operators.graph.resolution import SelectionPhase
 from operators.models import load_reranker
-from pipelines.model_requests import SELECTIONS, attach, run_requests
+from pipelines.model_requests import SELECTIONS, run_requests
 from pipelines.model_stage import bounded_retries
 from pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
 
@@ -102,18 +102,19 @@ def _choices(answers: dict, asked: list[str]) -> tuple[dict[str, int], list[str]
 
 
 class ApplySelections:
-    """Document rows with the model's selections (``selections``) → their resolution run again
-    with them (a Ray Data UDF class: it loads the configured reranker, if any, once)."""
+    """Document rows → their resolution run again with the model's selections (a Ray Data UDF
+    class: it loads the configured reranker, if any, once)."""
 
-    def __init__(self, models: dict, resolver: dict) -> None:
+    def __init__(self, models: dict, resolver: dict, answers: dict[str, dict]) -> None:
         self.rerank = load_reranker(ModelConfig(**models))
         self.resolver = ResolverConfig(**resolver)
+        self.answers = answers  # doc_id → {question key: [answer, error, attempts]}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         out = []
         for row in batch.to_pylist():
             asked = [key for key, _ in from_json(row.get("er_requests"), []) or []]
-            answers = from_json(row.pop(SELECTIONS, None), {}) or {}
+            answers = self.answers.get(row["doc_id"], {})
             extraction = from_json(row.get("er_extraction"), None)
             raw = row.get("er_name_vectors")
             for column in STASH:
@@ -137,20 +138,26 @@ class ApplySelections:
         return pa.Table.from_pylist(out)
 
 
-def document_selections(documents, config: BookindexConfig, partitions: int):
-    """The enriched documents with the model's selections applied within each document."""
+def document_selections(documents, config: BookindexConfig):
+    """The enriched documents with the model's selections applied within each document. The
+    answers are small (a choice per question): they reach the ``ApplySelections`` actor as
+    one object, not through a join."""
     documents = documents.materialize()
     requests = documents.flat_map(selection_requests).materialize()
+    by_doc: dict[str, dict[str, list]] = {}
     if requests.count():
-        answers = run_requests(requests, config, SELECTIONS)
-        # materialized before the actors start: a pool holding every CPU would otherwise
-        # starve the join's tasks it waits for (2-CPU nodes)
-        documents = attach(documents, answers, SELECTIONS, partitions).materialize()
+        for r in run_requests(requests, config, SELECTIONS).take_all():
+            by_doc.setdefault(r["doc_id"], {})[r["node_id"]] = [
+                r["answer"],
+                r["answer_error"],
+                r["attempts"],
+            ]
     return documents.map_batches(
         ApplySelections,
         fn_constructor_kwargs={
             "models": config.models.to_dict(),
             "resolver": config.resolver.model_dump(),
+            "answers": by_doc,
         },
         concurrency=1,  # a second resolution per document: light, CPU
         batch_format="pyarrow",

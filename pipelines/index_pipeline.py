@@ -403,7 +403,7 @@ class _RayRun:
                 args.update(bounded_retries(self.config, actors=True))
                 dataset = dataset.map_batches(EnrichStage, **args)
                 if answers:  # ER selection: one processor pass for the corpus's questions
-                    dataset = document_selections(dataset, self.config, self.workers)
+                    dataset = document_selections(dataset, self.config)
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 
