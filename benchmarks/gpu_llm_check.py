@@ -4,10 +4,13 @@ vllm, and a local model directory: nothing is downloaded).
     python -m benchmarks.gpu_llm_check --model /models/Qwen2.5-VL-3B-Instruct \
         [--pdf ../shared/data/mmlongbench/documents/2303.05039v2.pdf] [--max-model-len 8192]
 
-Runs ``pipelines.model_requests`` with ``--models vllm`` on one PDF: the figure and table
-descriptions (page crops through the vision model) and the LLM entities (vLLM guided JSON), as
-``ray.data.llm`` vLLM processors on the GPU. Prints requests, answers that were usable, retries,
-seconds and requests/s per task, and two sample answers. Exits 1 if no answer was usable.
+Runs ``pipelines.model_requests`` with ``--models vllm`` on one PDF, every generative task of
+the index job as a ``ray.data.llm`` vLLM processor on the GPU: the LLM section refiner's windows
+(vLLM guided JSON), the figure and table descriptions (page crops through the vision model), the
+LLM entities, and ER selection (questions built from the document's own section titles). Prints
+requests, answers that were usable, retries, seconds and requests/s per task, and two sample
+answers, then the refiner's decisions applied (sections before / after). Exits 1 if no answer
+was usable.
 Prepared on the CPU machine, not run there (no GPU, no vllm).
 """
 
@@ -34,14 +37,32 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from operators.config import BookindexConfig
+    from operators.graph.resolution import Canonical, selection_key, selection_messages
     from pipelines.model_requests import (
         DESCRIPTIONS,
         ENTITIES,
+        SECTIONS,
+        SELECTIONS,
         description_requests,
         entity_requests,
         run_requests,
+        section_requests,
     )
-    from pipelines.structure_stage import index_documents, probe_document
+    from pipelines.rows import from_json, to_json
+    from pipelines.structure_stage import apply_section_answers, index_documents, probe_document
+
+    def selection_requests(document: dict) -> list[dict]:
+        """ER selection questions over the document's section titles (pairs of neighbours)."""
+        titles = [n["title"] for n in from_json(document["nodes"]) if n["kind"] == "section"]
+        requests = []
+        for i in range(0, min(len(titles) - 2, 16)):
+            cands = [
+                Canonical(f"e{i}{j}", t, "CONCEPT", "") for j, t in enumerate(titles[i + 1 : i + 3])
+            ]
+            messages = selection_messages(titles[i], cands)
+            key = selection_key(titles[i], cands)
+            requests.append({"doc_id": "d", "node_id": key, "request": json.dumps(messages)})
+        return requests
 
     config = BookindexConfig()
     config.models.backend = "vllm"
@@ -50,11 +71,22 @@ def main(argv: list[str] | None = None) -> int:
     pdf = Path(args.pdf)
     probed = probe_document({"doc_id": pdf.name, "uri": str(pdf), "size": pdf.stat().st_size})
     probed.update(start=0, stop=probed["n_pages"])
-    document = index_documents(pa.Table.from_pylist([probed]), True).to_pylist()[0]
-    ray.init(include_dashboard=False)
+    window = config.index.section_window
+    document = index_documents(pa.Table.from_pylist([probed]), True, review=window)
+    document = document.to_pylist()[0]
+    ray.init(address="local", include_dashboard=False)
     usable = 0
-    for task, make in ((DESCRIPTIONS, description_requests), (ENTITIES, entity_requests)):
+    tasks = (
+        (SECTIONS, section_requests),
+        (DESCRIPTIONS, description_requests),
+        (ENTITIES, entity_requests),
+        (SELECTIONS, selection_requests),
+    )
+    for task, make in tasks:
         requests = make(document)
+        if not requests:
+            print(f"{task}: no requests")
+            continue
         started = time.perf_counter()
         answers = run_requests(ray.data.from_items(requests), config, task).take_all()
         seconds = time.perf_counter() - started
@@ -67,6 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         for answer in good[:2]:
             print("   ", json.dumps(answer["answer"])[:300])
+        if task == SECTIONS:
+            by_window = {
+                a["node_id"]: [a["answer"], a["answer_error"], a["attempts"]] for a in answers
+            }
+            row = dict(document, section_answers=to_json(by_window))
+            refined = apply_section_answers(pa.Table.from_pylist([row]), True, window=window)
+            refined = refined.to_pylist()[0]
+            changed = sum(
+                d["model_level"] is not None and d["model_level"] != d["rule_level"]
+                for d in from_json(refined["section_decisions"])
+            )
+            print(
+                f"    sections: {document['n_sections']} by the rules, "
+                f"{refined['n_sections']} after the model; {changed} decisions changed"
+            )
     return 0 if usable else 1
 
 

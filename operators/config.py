@@ -131,6 +131,9 @@ class IndexConfig(Section):
     parse_workers: int | None = Field(
         None, ge=1, description="parse tasks (or section-model workers) at once; None: CPUs"
     )
+    section_window: int = Field(
+        40, ge=1, description="title candidates per LLM section-refiner request (a window)"
+    )
     enrich: bool = Field(True, description="vectors, entities, relations, entity resolution")
     enrich_workers: int | None = Field(
         None, ge=1, description="enrich workers (each loads the models once); None: CPUs"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ import pyarrow as pa
 from operators.config import BookindexConfig, ModelConfig, ResolverConfig
 from operators.graph.entities import NodeExtraction, extract_document, node_text
 from operators.graph.entity_sets import resolve_document
-from operators.graph.resolution import model_selector
+from operators.graph.resolution import SelectionPhase, model_selector
 from operators.kinds import FAILED, ROOT, SECTION
 from operators.models import (
     ModelError,
@@ -34,6 +33,7 @@ from operators.models import (
 )
 from operators.parsing.isolation import Isolated
 from operators.query.documents import chunk_sentences
+from pipelines.er_selection import entity_columns, stash_columns
 from pipelines.model_host import ModelHost
 from pipelines.model_stage import ModelStage, model_stage_args
 from pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
@@ -109,6 +109,11 @@ class EnrichWorker(ModelStage):
         answers: bool = False,
         node: str | None = None,
     ) -> None:
+        # answers: every generative call goes through ray.data.llm processors
+        # (pipelines/model_requests.py, pipelines/er_selection.py); this stage loads only what
+        # embeds (vllm's embedder is the offline one: no in-process engine)
+        if answers and models.get("backend") == "vllm":
+            models = {**models, "backend": "offline"}
         super().__init__(models)
         if width is not None and self.backend.dim != width:
             raise ModelError(
@@ -117,7 +122,9 @@ class EnrichWorker(ModelStage):
             )
         self.info = {"dim": self.backend.dim}
         self.resolver = ResolverConfig(**resolver)
-        self.select = model_selector(self.backend) if is_generative(self.backend) else None
+        self.select = (
+            model_selector(self.backend) if is_generative(self.backend) and not answers else None
+        )
         self.rerank = load_reranker(self.models)  # None: rescaled cosines
         self.node = ray_node_id() if node is None else node
         if hasattr(self.backend, "extract_entities_batch"):
@@ -125,7 +132,8 @@ class EnrichWorker(ModelStage):
         else:
             self.extract = lambda texts: [self.backend.extract_entities(t) for t in texts]
         # answers: the model's descriptions and entity answers arrive in the rows
-        # (pipelines/model_requests.py, ray.data.llm); the rules (spaCy) stand where they failed
+        # (pipelines/model_requests.py, ray.data.llm); the rules (spaCy) stand where they failed;
+        # ER selection is a later phase (pipelines/er_selection.py)
         self.answers = answers
         if answers:
             self.rules = load_backend(ModelConfig(**{**models, "backend": "offline"}))
@@ -285,17 +293,16 @@ class EnrichWorker(ModelStage):
     def _document_graph(
         self, doc_id: str, extraction: NodeExtraction, name_vectors: np.ndarray
     ) -> dict:
-        """Resolution within one document, as the row's entity columns."""
+        """Resolution within one document, as the row's entity columns; with ``answers``, the
+        questions for the model's selection phase are kept (``er_selection.stash_columns``)."""
+        phase = SelectionPhase() if self.answers else None
         found = resolve_document(
-            doc_id, extraction, name_vectors, self.resolver, self.select, self.rerank
+            doc_id, extraction, name_vectors, self.resolver, phase or self.select, self.rerank
         )
-        kept = name_vectors[found.vector_rows] if found.entities else name_vectors[:0]
         return {
-            "entities": to_json(found.entities),
-            "entity_vectors": encode_vectors(kept),
-            "relations": to_json(found.relations),
-            "er_decisions": to_json([asdict(d) for d in found.decisions]),
+            **entity_columns(found, name_vectors),
             "enrich_errors": to_json(extraction.errors),
+            **(stash_columns(phase, extraction, name_vectors) if self.answers else {}),
         }
 
     def _tokens(self) -> int:

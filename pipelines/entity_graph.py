@@ -6,7 +6,11 @@ table, resolves the new documents' entities batch by batch (each against what is
 there; never all pairs), and hands back the entity each one became. So a later run only
 resolves the new documents' entities. With a generative model configured, the actor loads it
 to choose among several candidates, and the configured reranker (``models.rerank_model``) to
-score them (BookRAG Alg. 1), as the enrich stage does within each document.
+score them (BookRAG Alg. 1), as the enrich stage does within each document. With a generative
+model configured, BookRAG's LLM step (which of several selected candidates) is a phase: a first
+resolution collects the questions (``SelectionPhase``), one ``ray.data.llm`` processor pass
+answers them all (pipelines/er_selection.py), and a second resolution applies the answers; the
+actor itself loads no generative model.
 
 The entity tables are written by ``pipelines.store.entity_tables``.
 """
@@ -19,9 +23,9 @@ import numpy as np
 
 from operators.config import BookindexConfig, ModelConfig, ResolverConfig
 from operators.graph.entity_sets import CorpusEntities
-from operators.graph.resolution import model_selector
+from operators.graph.resolution import SelectionPhase
 from operators.kinds import FAILED
-from operators.models import load_backend, load_reranker
+from operators.models import load_reranker
 from pipelines.rows import decode_vectors, from_json
 from pipelines.store import lance_store
 from pipelines.store.schemas import ENTITIES
@@ -32,14 +36,19 @@ class CorpusResolver:
     fields; ``models``: ``ModelConfig.to_dict()``."""
 
     def __init__(
-        self, index_dir: str, dim: int, resolver: dict | None = None, models: dict | None = None
+        self,
+        index_dir: str,
+        dim: int,
+        resolver: dict | None = None,
+        models: dict | None = None,
+        answers: dict[str, int] | None = None,
     ) -> None:
-        select = None
+        """``answers``: the model's selections so far (``SelectionPhase``); None: the rule
+        alone (no generative model)."""
         config = ModelConfig(**(models or {}))
-        if config.generative:
-            select = model_selector(load_backend(config))
+        self.phase = SelectionPhase(answers) if answers is not None else None
         rerank = load_reranker(config)  # the per-document resolution's reranker too
-        self.entities = CorpusEntities(dim, ResolverConfig(**(resolver or {})), select, rerank)
+        self.entities = CorpusEntities(dim, ResolverConfig(**(resolver or {})), self.phase, rerank)
         self.entities.load(lance_store.read_table(index_dir, ENTITIES).to_pylist())
 
     def resolve(self, documents: list[dict]) -> list[dict]:
@@ -56,6 +65,10 @@ class CorpusResolver:
     def canonical_rows(self) -> tuple[list[dict], np.ndarray]:
         return self.entities.canonical_rows()
 
+    def asked(self) -> dict[str, tuple[str, list[dict]]]:
+        """The selections the rule decided because nobody had answered them yet."""
+        return dict(self.phase.asked) if self.phase is not None else {}
+
     def size(self) -> int:
         return len(self.entities)
 
@@ -66,17 +79,44 @@ def resolve_corpus(
     dim: int,
     config: BookindexConfig,
     batch_entities: int = 2000,
+    errors: dict[str, list[str]] | None = None,
 ) -> tuple[list[dict], list[dict], np.ndarray]:
     """Run corpus resolution in one Ray actor. Documents go in ``uri`` order, in batches of
     about ``batch_entities`` entities. Returns the per-document results and the canonical
-    entities (rows, vectors)."""
+    entities (rows, vectors). With a generative model, twice: the second time with the
+    model's selections (one processor pass); selections without a usable answer keep the rule
+    and are added to ``errors`` (doc_id → messages)."""
+    answers = {} if config.models.generative else None
+    results, rows, vectors, asked = _resolve_in_actor(
+        index_dir, doc_rows, dim, config, batch_entities, answers
+    )
+    if asked:
+        from pipelines.er_selection import ask_selections
+
+        answers, failed = ask_selections(asked, config)
+        for doc_id, why in failed:
+            (errors if errors is not None else {}).setdefault(doc_id, []).append(why)
+        results, rows, vectors, _ = _resolve_in_actor(
+            index_dir, doc_rows, dim, config, batch_entities, answers
+        )
+    return results, rows, vectors
+
+
+def _resolve_in_actor(
+    index_dir: str | Path,
+    doc_rows: list[dict],
+    dim: int,
+    config: BookindexConfig,
+    batch_entities: int,
+    answers: dict[str, int] | None,
+) -> tuple[list[dict], list[dict], np.ndarray, dict]:
+    """One corpus resolution in a fresh actor (started from the ``entities`` table)."""
     import ray
 
-    gpus = config.index.stage_gpus(config.models.backend) if config.models.generative else 0
     actor = (
         ray.remote(CorpusResolver)
-        .options(num_cpus=1, num_gpus=gpus)
-        .remote(str(index_dir), dim, config.resolver.model_dump(), config.models.to_dict())
+        .options(num_cpus=1)
+        .remote(str(index_dir), dim, config.resolver.model_dump(), config.models.to_dict(), answers)
     )
     docs = [
         {
@@ -100,5 +140,6 @@ def resolve_corpus(
         if batch:
             results += ray.get(actor.resolve.remote(batch))
     rows, vectors = ray.get(actor.canonical_rows.remote())
+    asked = ray.get(actor.asked.remote())
     ray.kill(actor)
-    return results, rows, vectors
+    return results, rows, vectors, asked

@@ -41,15 +41,25 @@ from operators.parsing.probe import InputFile, Problem, identify
 from operators.structure.passages import Passage, is_passage_file, read_passages
 from pipelines import provenance
 from pipelines.enrich import EnrichStage, enrich_args
+from pipelines.er_selection import document_selections
 from pipelines.model_requests import model_answers
+from pipelines.model_stage import bounded_retries
 from pipelines.ocr_stage import OcrStage, ocr_args, ocr_tasks, text_ranges
-from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row
+from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
 from pipelines.store.index_dir import check_index_dir
 from pipelines.store.index_lock import IndexLock
 from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
-from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, NODES, nodes_schema
+from pipelines.store.schemas import (
+    DOCUMENTS,
+    ENTITIES,
+    FAILURES,
+    NODES,
+    SCHEMAS,
+    SECTION_DECISIONS,
+    nodes_schema,
+)
 from pipelines.structure_stage import (
     Limits,
     parse_range,
@@ -379,19 +389,21 @@ class _RayRun:
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
             parts.append((passages_ds, index.passages_per_enrich_batch))
         enriched = []
-        answers = index.enrich and self.config.models.generative
+        generative = self.config.models.generative
+        answers = index.enrich and generative
         for dataset, docs_per_batch in parts:
-            if answers:  # descriptions and entities through ray.data.llm processors
-                dataset = model_answers(dataset, self.config, self.workers)
+            if generative:  # section refiner, descriptions, entities: ray.data.llm processors
+                dataset = model_answers(dataset, self.config, self.workers, index.enrich)
             if index.enrich:
                 # The documents are materialized before the enrich actors start: a fixed pool
                 # of them can otherwise hold every CPU while the structure tasks it waits for
                 # wait for one (seen on a 2-CPU node: Ray Data's budget left them none).
                 dataset = dataset.materialize()
                 args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
-                bounded = index.task_retries  # a dead actor is restarted a bounded number of times
-                args.update(max_restarts=bounded, max_task_retries=bounded)
+                args.update(bounded_retries(self.config, actors=True))
                 dataset = dataset.map_batches(EnrichStage, **args)
+                if answers:  # ER selection: one processor pass for the corpus's questions
+                    dataset = document_selections(dataset, self.config)
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 
@@ -401,7 +413,7 @@ class _RayRun:
         if not pdfs:
             return []
         ray = self.ray
-        limits, retries = Limits.of(self.config), {"max_retries": self.config.index.task_retries}
+        limits, retries = Limits.of(self.config), bounded_retries(self.config)
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
             # a probe takes milliseconds: a few blocks, not a task per file
             blocks = min(len(pdfs), 2 * self.workers)
@@ -438,8 +450,7 @@ class _RayRun:
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
         ocr = ray.data.from_items(pages, override_num_blocks=min(len(pages), 4 * self.workers))
         args = ocr_args(self.config, self.workers, cpus)
-        bounded = index.task_retries  # a dead actor is restarted a bounded number of times
-        ocr = ocr.map_batches(OcrStage, max_restarts=bounded, max_task_retries=bounded, **args)
+        ocr = ocr.map_batches(OcrStage, **bounded_retries(self.config, actors=True), **args)
         texts = [
             t
             for r in probed
@@ -449,7 +460,9 @@ class _RayRun:
         if texts:
             split = ray.data.from_items(texts, override_num_blocks=len(texts))
             limits = Limits.of(self.config)
-            split = split.map(parse_range, fn_kwargs={"limits": limits}, max_retries=bounded)
+            split = split.map(
+                parse_range, fn_kwargs={"limits": limits}, **bounded_retries(self.config)
+            )
             ocr = split.union(ocr)
         args = structure_args(self.config, self.workers, grouped=True)
         grouped = ocr.groupby("doc_id", num_partitions=self.workers)
@@ -475,9 +488,14 @@ class _RayRun:
 
         n_local = sum(len(from_json(r["entities"])) for r in doc_rows)
         with self.driver.phase("resolve", rows_in=n_local) as phase:
+            errors: dict[str, list[str]] = {}  # ER selections without a usable answer
             results, canonical, vectors = resolve_corpus(
-                self.out_dir, doc_rows, self.width, self.config
+                self.out_dir, doc_rows, self.width, self.config, errors=errors
             )
+            for row in doc_rows:
+                if errors.get(row["doc_id"]):
+                    found = from_json(row.get("enrich_errors"), []) + errors[row["doc_id"]]
+                    row["enrich_errors"] = to_json(found)
             phase["rows_out"] = len(canonical)
         with self.driver.phase("write_entities", rows_in=len(canonical)) as phase:
             written = write_entity_tables(self.out_dir, doc_rows, results, canonical, vectors)
@@ -488,7 +506,12 @@ class _RayRun:
 
 
 def _commit(out_dir: str | Path, doc_rows: list[dict], config: BookindexConfig) -> None:
-    """The documents' failure rows, then their ``documents`` rows: the commit marker."""
+    """The refiner's decisions and the documents' failure rows, then their ``documents`` rows:
+    the commit marker."""
+    decisions = section_decision_rows(doc_rows)
+    if decisions:
+        table = pa.Table.from_pylist(decisions, schema=SCHEMAS[SECTION_DECISIONS])
+        lance_store.append(out_dir, SECTION_DECISIONS, table)
     lance_store.append(out_dir, FAILURES, pa.Table.from_pylist(_failure_rows([], doc_rows)))
     documents = _document_rows(doc_rows, config)
     lance_store.append(out_dir, DOCUMENTS, pa.Table.from_pylist(documents))
@@ -521,6 +544,27 @@ def _document_rows(doc_rows: list[dict], config: BookindexConfig) -> list[dict]:
     ]
 
 
+def section_decision_rows(doc_rows: list[dict]) -> list[dict]:
+    """The ``section_decisions`` rows: every candidate the LLM section refiner reviewed."""
+    at = _now()
+    return [
+        {
+            "doc_id": row["doc_id"],
+            "block_index": r["block_index"],
+            "text": r["text"],
+            "page": r["page"],
+            "window": r["window"],
+            "rule_level": r["rule_level"],
+            "model_level": r["model_level"],
+            "probability": r["probability"],
+            "error": r["error"],
+            "decided_at": at,
+        }
+        for row in sorted(doc_rows, key=lambda r: r["uri"])
+        for r in from_json(row.get("section_decisions"), [])
+    ]
+
+
 def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
     """One row per problem: discovery, a failed or image-only document, a damaged page."""
     found: list[tuple[str, str, str, str, str]] = [
@@ -535,6 +579,7 @@ def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
         if row["warning"]:
             found.append((*key, "open", row["warning"], ""))
         found += [(*key, "parse", error, "") for error in from_json(row["page_errors"])]
+        found += [(*key, "sections", e, "") for e in from_json(row.get("section_errors"), [])]
         found += [(*key, "enrich", e, "") for e in from_json(row.get("enrich_errors"), [])]
     at = _now()
     names = ("uri", "doc_id", "stage", "error", "traceback_tail")

@@ -6,12 +6,22 @@ model work: one processor per task, over a dataset of request rows.
     --models vllm   → vLLMEngineProcessorConfig (vLLM engines on GPU workers, structured
                       JSON output through vLLM's guided decoding)
 
-A request row carries ``messages`` (JSON text of the OpenAI chat messages; image parts as
-``data:`` URLs) and whatever the caller keeps (``doc_id``, ``node_id``...). The processor adds
-``answer`` (the model's text) and ``answer_error`` ("" when usable). With a ``schema``, the
-answer is repaired and checked (``operators.models.structured.checked_answer``) and ``answer``
-holds the parsed JSON as text. The prompts and schemas are those of ``operators.models.prompts``,
-one set for both backends. Retries of unusable answers: ``pipelines.model_requests``.
+A request row carries ``doc_id``, ``node_id`` (what the request is about: a node, a window of
+section candidates, an entity to resolve), ``request`` (JSON text of the OpenAI chat messages;
+image parts as ``data:`` URLs) and ``attempts``. The processor answers with the same keys plus
+``answer`` (the model's text), ``answer_error`` ("" when usable) and ``invalid_answer`` (a
+non-JSON answer, for the retry). With a ``schema``, the answer is repaired and checked
+(``operators.models.structured.checked_answer``) and ``answer`` holds the parsed JSON as text.
+The prompts and schemas are those of ``operators.models.prompts``, one set for both backends.
+Retries of unusable answers: ``pipelines.model_requests``.
+
+A request that fails for good never fails the dataset: it becomes that row's ``answer_error``.
+Over HTTP, ``EndpointSession`` (the processor's ``session_factory``) sends a batch's requests
+together, retries 429/408/5xx answers, timeouts and refused connections with exponential
+back-off (``models.max_retries`` times), and then answers the row with the error instead of
+raising (Ray 2.60's ``HttpRequestUDF`` raises once its own retries are spent, which would fail
+the whole dataset). With vLLM, ``should_continue_on_error`` keeps a failed generation (a prompt
+longer than the model's context) as an error row, which ``settled`` turns into an answer row.
 
 Nothing here loads a model on the driver: building a processor only builds configuration; the
 engines start in the processor's workers.
@@ -19,6 +29,8 @@ engines start in the processor's workers.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 from typing import Any
@@ -27,6 +39,9 @@ from operators.config import BookindexConfig
 from operators.models import ModelError
 from operators.models.structured import checked_answer
 from operators.models.vllm_local import DEFAULT_MAX_TOKENS, NEEDS_VLLM
+
+REQUEST_COLUMNS = ("doc_id", "node_id", "request", "attempts")
+ANSWER_COLUMNS = ("answer", "answer_error", "invalid_answer")
 
 
 def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_size: int = 16):
@@ -48,6 +63,7 @@ def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_siz
             concurrency=index.enrich_workers or 1,
             batch_size=batch_size,
             accelerator_type=None,
+            should_continue_on_error=True,  # a failed row is recorded, the rest goes on
             # Ray 2.60 replaced has_image=True with the prepare-multimodal stage.
             prepare_multimodal_stage=(
                 {"enabled": True, "chat_template_content_format": "openai"} if vision else False
@@ -63,10 +79,91 @@ def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_siz
             headers={"Authorization": f"Bearer {key}"},
             concurrency=index.enrich_workers or index.parse_workers or 4,
             batch_size=batch_size,
-            max_retries=models.max_retries,  # transport retries (429, 5xx, timeouts)
-            base_retry_wait_time_in_s=0.5,
+            # the transport retries (429, 5xx, timeouts, refused connections) are the
+            # session's, which then answers with the error instead of raising
+            max_retries=0,
+            session_factory=functools.partial(
+                EndpointSession,
+                attempts=1 + models.max_retries,
+                base_wait_s=RETRY_BASE_WAIT_S,
+                timeout_s=models.timeout_s,
+            ),
         )
     raise ModelError(f"backend {models.backend!r} has no generative model")
+
+
+RETRY_BASE_WAIT_S = 0.5
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+ERROR_KEY = "bookindex_request_error"  # the answer of a request that failed for good
+
+
+class _Settled:
+    """What ``EndpointSession.post`` resolves to: a finished response, as ``HttpRequestUDF``
+    reads one (``status``, ``reason``, ``json()``, ``async with``)."""
+
+    def __init__(self, status: int, body: dict) -> None:
+        self.status, self.reason, self.body = status, "", body
+
+    async def json(self) -> dict:
+        return self.body
+
+    async def __aenter__(self) -> _Settled:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class EndpointSession:
+    """The HTTP processor's client session (``HttpRequestProcessorConfig.session_factory``).
+
+    ``post`` starts the request at once (the requests of a batch overlap; Ray's own loop sends
+    them one after the other) and resolves to a settled response: the endpoint's JSON answer,
+    or, once ``attempts`` tries met 429/408/5xx, time-outs or refused connections (exponential
+    back-off from ``base_wait_s``), or an answer that is not a JSON object, ``{ERROR_KEY: why}``
+    with status 200, which the processor's postprocess turns into the row's ``answer_error``.
+    It never raises, so one failing request never fails the dataset."""
+
+    def __init__(self, attempts: int = 3, base_wait_s: float = 0.5, timeout_s: float = 120.0):
+        self.attempts, self.base_wait_s, self.timeout_s = max(1, attempts), base_wait_s, timeout_s
+        self.session: Any = None
+
+    async def __aenter__(self) -> EndpointSession:
+        import aiohttp
+
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.session.close()
+
+    def post(self, url: str, headers: dict | None = None, data: Any = None) -> asyncio.Future:
+        return asyncio.ensure_future(self._post(url, headers, data))
+
+    async def _post(self, url: str, headers: dict | None, data: Any) -> _Settled:
+        import aiohttp
+
+        why = ""
+        for attempt in range(self.attempts):
+            if attempt:
+                await asyncio.sleep(self.base_wait_s * 2 ** (attempt - 1))
+            try:
+                async with self.session.post(url, headers=headers, data=data) as response:
+                    status, text = response.status, await response.text()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                why = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            if status in RETRYABLE_STATUS:
+                why = f"HTTP {status}: {text[:200]}"
+                continue
+            try:
+                body = json.loads(text)
+            except json.JSONDecodeError:
+                body = None
+            if status >= 400 or not isinstance(body, dict) or not body:
+                return _Settled(200, {ERROR_KEY: f"HTTP {status}: {text[:300]}"})
+            return _Settled(status, body)
+        return _Settled(200, {ERROR_KEY: f"failed after {self.attempts} attempt(s): {why}"})
 
 
 class _Requests:
@@ -85,7 +182,7 @@ class _Requests:
         }
 
     def pre(self, row: dict) -> dict:
-        messages = json.loads(row["messages"])
+        messages = json.loads(row["request"])
         if self.backend == "vllm":
             sampling = dict(self.sampling)
             if self.schema is not None:
@@ -104,14 +201,7 @@ class _Requests:
         return {**row, "payload": payload}
 
     def post(self, row: dict) -> dict:
-        keep = {
-            k: v
-            for k, v in row.items()
-            if k not in ("payload", "http_response", "sampling_params", "generated_text")
-            and not k.startswith(("prompt", "num_", "generated_", "request_", "time_"))
-        }
-        if isinstance(keep.get("messages"), list | tuple):
-            keep["messages"] = json.dumps(list(keep["messages"]))
+        keep = {k: row.get(k) for k in REQUEST_COLUMNS}
         text, error = _answer_text(row)
         keep["invalid_answer"] = ""
         if not error and self.schema is not None:
@@ -135,10 +225,33 @@ def _answer_text(row: dict) -> tuple[str, str]:
             response = json.loads(response)
         except json.JSONDecodeError:
             return "", f"unreadable response: {response[:200]}"
+    if isinstance(response, dict) and response.get(ERROR_KEY):
+        return "", f"request failed: {response[ERROR_KEY]}"
     try:
         return str(response["choices"][0]["message"]["content"] or ""), ""
     except (KeyError, IndexError, TypeError):
         return "", f"no answer in response: {str(response)[:200]}"
+
+
+def settled(row: dict) -> dict:
+    """A processor's output row as an answer row: a vLLM row whose generation failed
+    (``__inference_error__``, it skipped the postprocess) gets that error as ``answer_error``."""
+    error = row.get("__inference_error__") or ""
+    out = {k: row.get(k) for k in (*REQUEST_COLUMNS, *ANSWER_COLUMNS)}
+    if error:
+        out.update(answer="", answer_error=f"inference failed: {error}"[:300], invalid_answer="")
+    return out
+
+
+class SettledProcessor:
+    """A ``ray.data.llm`` processor whose output rows are all answer rows (``settled``)."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.stages = processor.stages
+
+    def __call__(self, dataset: Any) -> Any:
+        return self.processor(dataset).map(settled)
 
 
 def build_ray_processor(
@@ -147,12 +260,15 @@ def build_ray_processor(
     vision: bool = False,
     batch_size: int = 16,
 ) -> Any:
-    """A ``ray.data.llm`` processor for one task: rows with ``messages`` (JSON text) in, the
-    same rows with ``answer`` / ``answer_error`` out. Apply it as ``processor(dataset)``."""
+    """A ``ray.data.llm`` processor for one task, as a function of a dataset: request rows
+    (``REQUEST_COLUMNS``) in, the same rows with ``ANSWER_COLUMNS`` out, one per request
+    whatever happened to it. Apply it as ``processor(dataset)``."""
     try:
         from ray.data.llm import build_processor
     except ImportError as e:  # ray[llm] extras missing
         raise ModelError(NEEDS_VLLM) from e
     config = processor_config(bookindex, vision, batch_size)
     requests = _Requests(bookindex, schema, vision)
-    return build_processor(config, preprocess=requests.pre, postprocess=requests.post)
+    return SettledProcessor(
+        build_processor(config, preprocess=requests.pre, postprocess=requests.post)
+    )

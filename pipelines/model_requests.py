@@ -2,6 +2,12 @@
 
 Between the structure stage and the enrich stage, for every document row:
 
+    documents ─flat_map(section_requests)─▶ one request per window of the LLM section
+      refiner's candidates (SECTION_PROMPT, SECTION_SCHEMA; planned by the structure stage,
+      independent of each other) ─processor─▶ answers ─groupby(doc_id)─join─▶
+      ─map_batches(structure_stage.apply_section_answers)─▶ trees rebuilt with the model's
+      decisions, ``section_decisions`` (a window without a usable answer: the rules stand, and
+      its error becomes a ``failures`` row, stage ``sections``)
     documents ─flat_map(description_requests)─▶ one request per figure and table (the page crop
       as a PNG image part, TABLE_PROMPT / IMAGE_PROMPT and the caption)
       ─processor (llm_processors)─▶ answers ─groupby(doc_id)─join─▶ node summaries
@@ -26,14 +32,28 @@ from operators.graph.entities import node_text
 from operators.kinds import FAILED, IMAGE, TABLE
 from operators.models import entity_messages
 from operators.models.base import image_message
-from operators.models.prompts import ENTITY_SCHEMA, IMAGE_PROMPT, TABLE_PROMPT
+from operators.models.prompts import (
+    ENTITY_SCHEMA,
+    IMAGE_PROMPT,
+    SECTION_SCHEMA,
+    SELECT_SCHEMA,
+    TABLE_PROMPT,
+)
 from operators.models.structured import retry_conversation
 from pipelines.llm_processors import build_ray_processor
 from pipelines.rows import from_json, to_json
+from pipelines.structure_stage import apply_section_answers
 
 MAX_DESCRIBED_PER_DOCUMENT = 200
 IMAGE_DPI = 150
-DESCRIPTIONS, ENTITIES = "descriptions", "llm_entities"
+SECTIONS, DESCRIPTIONS, ENTITIES = "section_answers", "descriptions", "llm_entities"
+SELECTIONS = "selections"  # pipelines/er_selection.py
+SCHEMAS = {
+    SECTIONS: SECTION_SCHEMA,
+    DESCRIPTIONS: None,
+    ENTITIES: ENTITY_SCHEMA,
+    SELECTIONS: SELECT_SCHEMA,
+}
 REQUESTS_PER_BATCH = 16
 
 
@@ -71,15 +91,27 @@ def entity_requests(row: dict) -> list[dict]:
     ]
 
 
+def section_requests(row: dict) -> list[dict]:
+    """One request per window of the LLM section refiner (``section_review``: planned by the
+    structure stage; the windows are independent, so all of a corpus's go at once)."""
+    review = from_json(row.get("section_review"), None)
+    if row["status"] == FAILED or not review:
+        return []
+    return [
+        {"doc_id": row["doc_id"], "node_id": str(w["number"]), "request": json.dumps(w["messages"])}
+        for w in review["windows"]
+    ]
+
+
 def _request(row: dict, node: dict, messages: list[dict]) -> dict:
-    return {"doc_id": row["doc_id"], "node_id": node["node_id"], "messages": json.dumps(messages)}
+    return {"doc_id": row["doc_id"], "node_id": node["node_id"], "request": json.dumps(messages)}
 
 
 def run_requests(dataset, config: BookindexConfig, task: str):
     """Request rows → answer rows (``doc_id``, ``node_id``, ``answer``, ``answer_error``,
     ``attempts``), materialized. Entity answers that are not valid JSON are asked again, with
     the invalid answer shown, at most ``models.max_retries`` times; then their error stays."""
-    schema = ENTITY_SCHEMA if task == ENTITIES else None
+    schema = SCHEMAS[task]
     attempts = 1 + (config.models.max_retries if schema is not None else 0)
     pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1}).materialize()
     finished = []
@@ -115,12 +147,12 @@ def _final(row: dict) -> bool:
 
 def _asked_again(row: dict, attempt: int) -> dict:
     messages = retry_conversation(
-        json.loads(row["messages"]), row["invalid_answer"], row["answer_error"]
+        json.loads(row["request"]), row["invalid_answer"], row["answer_error"]
     )
     return {
         "doc_id": row["doc_id"],
         "node_id": row["node_id"],
-        "messages": json.dumps(messages),
+        "request": json.dumps(messages),
         "attempts": attempt,
     }
 
@@ -161,10 +193,27 @@ def apply_descriptions(batch: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(out)
 
 
-def model_answers(documents, config: BookindexConfig, partitions: int):
-    """``documents`` with their figure and table descriptions in the nodes and the LLM's
-    entity answers in ``llm_entities`` (pipelines/enrich.py reads them)."""
+def model_answers(documents, config: BookindexConfig, partitions: int, enrich: bool = True):
+    """``documents`` with the section refiner's decisions applied (their trees rebuilt), and,
+    with ``enrich``, their figure and table descriptions in the nodes and the LLM's entity
+    answers in ``llm_entities`` (pipelines/enrich.py reads them)."""
     documents = documents.materialize()  # read twice below: the structure stage runs once
+    requests = documents.flat_map(section_requests).materialize()
+    if requests.count():
+        answers = run_requests(requests, config, SECTIONS)
+        documents = attach(documents, answers, SECTIONS, partitions)
+    index = config.index
+    documents = documents.map_batches(
+        apply_section_answers,
+        batch_format="pyarrow",
+        fn_kwargs={
+            "use_outline": index.use_outline,
+            "section_filter": index.section_filter,
+            "window": index.section_window,
+        },
+    ).materialize()
+    if not enrich:
+        return documents
     requests = documents.flat_map(description_requests).materialize()
     if requests.count():
         answers = run_requests(requests, config, DESCRIPTIONS)

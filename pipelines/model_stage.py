@@ -41,3 +41,13 @@ def model_stage_args(
     if gpus > 0:
         args["num_gpus"] = gpus
     return args
+
+
+def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, int]:
+    """The ``map`` / ``map_batches`` arguments that bound retries (``index.task_retries``): a
+    task is retried that many times; with ``actors``, a pool's actor whose process died is
+    restarted that many times, and its tasks retried as often, never forever."""
+    bounded = config.index.task_retries
+    if actors:
+        return {"max_restarts": bounded, "max_task_retries": bounded}
+    return {"max_retries": bounded}

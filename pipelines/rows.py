@@ -80,6 +80,13 @@ DOCUMENT_FIELDS = {
     "stage_nodes": "JSON object: stage → id of the Ray node it ran on",
     "n_ranges": "page ranges it was parsed in (0 for a passage)",
     "source": "pdf or passage",
+    "section_review": "JSON (with a generative model, until its answers are applied): the LLM "
+    "refiner's windows (number, candidate block indices, chat messages), the reviewed "
+    "candidates and the document's metadata; empty otherwise",
+    "section_blocks": "JSON (idem): the blocks the tree was assembled from, to rebuild it",
+    "section_decisions": "JSON list: per reviewed candidate, the rule's and the model's level "
+    "(operators.structure.llm_refiner.Review fields; the section_decisions table)",
+    "section_errors": "JSON list: refiner windows without a usable answer, with why",
 }
 # Added by the enrich stage (pipelines.enrich.EnrichStage).
 ENRICH_FIELDS = {
@@ -138,6 +145,7 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
     row.update(n_sections=0, page_errors=to_json(page_errors), edges="[]", communities="{}")
     row["n_ocr_pages"] = 0
     row["stage_nodes"] = "{}"
+    row.update(section_review="", section_blocks="", section_decisions="[]", section_errors="[]")
     return row
 
 
@@ -169,5 +177,9 @@ def passage_document_row(passage: Passage) -> dict:
         "stage_nodes": "{}",
         "n_ranges": 0,
         "source": "passage",
+        "section_review": "",
+        "section_blocks": "",
+        "section_decisions": "[]",
+        "section_errors": "[]",
         **graph_columns(node_dicts, passage.doc_id),  # edges: the one part_of
     }

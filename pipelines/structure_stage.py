@@ -5,9 +5,12 @@
     parse_range (map) → assemble_group        page ranges of long books, grouped by doc_id
                         (map_groups)
 
-Without a generative model these are plain functions (Ray tasks: nothing to load). With one, the
-section filter (BookRAG §4.2.2) runs it: ``StructureStage``, a UDF class that loads the model
-once per worker, runs the same functions (``structure_args`` says which and how).
+These are plain functions (Ray tasks: nothing to load, no model). With a generative model the LLM
+section refiner (BookRAG §4.2.2) runs in two passes around a ``ray.data.llm`` processor: here
+(``review``: the window size) the tree is built from the rule-based decisions and the row keeps the
+refiner's windows (``section_review``) and the blocks (``section_blocks``); the processor
+answers every window at once (pipelines/model_requests.py), and ``apply_section_answers``
+rebuilds the tree with the model's decisions and writes them down (``section_decisions``).
 
 One bad file becomes a failed document row; it never fails the job. Whatever touches a PDF runs
 in a child process (``operators.parsing.isolation``) within the document's budget
@@ -28,13 +31,12 @@ import pyarrow as pa
 from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
 from operators.kinds import FAILED, NEEDS_OCR, OK
-from operators.models import ModelBackend
 from operators.parsing.isolation import Isolated, run_isolated
 from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
-from operators.structure.assemble import DEFAULT_SECTION_FILTER, assemble_document
-from pipelines.model_stage import ModelStage, model_stage_args
+from operators.structure.assemble import DEFAULT_SECTION_FILTER, Review, assemble_document
+from pipelines.model_stage import bounded_retries
 from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
 
@@ -169,13 +171,13 @@ def parse_range(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
 def assemble_group(
     batch: pa.Table,
     use_outline: bool,
-    backend: ModelBackend | None = None,
+    review: int = 0,
     section_filter: str = DEFAULT_SECTION_FILTER,
     limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
     """All page ranges of one document (and its pages read by OCR, ``ocr_stage``) → one row:
-    document facts and its nodes as JSON. Without a model, the assembly runs isolated within
-    the document's budget."""
+    document facts and its nodes as JSON. The assembly runs isolated within the document's
+    budget. ``review``: the LLM refiner's windows are planned (module docstring)."""
     rows = sorted(batch.to_pylist(), key=lambda r: (r["start"], r.get("ocr", False)))
     ranges = [r for r in rows if not r.get("ocr")]
     read = [r for r in rows if r.get("ocr")]
@@ -192,15 +194,12 @@ def assemble_group(
     blocks = [b for r in ranges for b in from_json(r["blocks"])] if broken is None else []
     scanned = [b for r in read for b in from_json(r["blocks"])] if broken is None else []
     args = (first, blocks, errors, parsed, use_outline)
-    if backend is not None:
-        doc = _assemble_rows(*args, backend, section_filter, scanned)
-    else:
-        try:
-            doc = _isolated(_assemble_rows, *args, None, section_filter, scanned, limits=limits)
-        except Isolated as exc:
-            doc = document_row(first, errors)
-            _isolation_failed(doc, exc, "assemble")
-            doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
+    try:
+        doc = _isolated(_assemble_rows, *args, review, section_filter, scanned, limits=limits)
+    except Isolated as exc:
+        doc = document_row(first, errors)
+        _isolation_failed(doc, exc, "assemble")
+        doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
     doc["n_ranges"] = len(ranges)
     doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
     doc["stage_nodes"] = to_json({"assemble": ray_node_id()})  # here, not in the child
@@ -213,7 +212,7 @@ def _assemble_rows(
     page_errors: list[str],
     parsed: tuple[float, float],
     use_outline: bool,
-    backend: ModelBackend | None = None,
+    review: int = 0,
     section_filter: str = DEFAULT_SECTION_FILTER,
     ocr_blocks: list[dict] | None = None,
 ) -> dict:
@@ -222,45 +221,37 @@ def _assemble_rows(
     rows = [Block(**b) for b in blocks]
     if ocr_blocks:
         rows = merge_ocr_blocks(rows, [Block(**b) for b in ocr_blocks])
-    return _assemble(first, rows, page_errors, parsed, use_outline, backend, section_filter)
+    return _assemble(first, rows, page_errors, parsed, use_outline, review, section_filter)
 
 
 def _index_one(
     row: dict,
     use_outline: bool,
-    backend: ModelBackend | None = None,
+    review: int = 0,
     section_filter: str = DEFAULT_SECTION_FILTER,
 ) -> dict:
     """One probed document parsed whole and assembled."""
     started = time.perf_counter()
     blocks, errors = _parse(row)
     parsed = (time.perf_counter() - started, peak_memory_mb())
-    return _assemble(row, blocks, errors, parsed, use_outline, backend, section_filter)
+    return _assemble(row, blocks, errors, parsed, use_outline, review, section_filter)
 
 
 def index_documents(
     batch: pa.Table,
     use_outline: bool,
-    backend: ModelBackend | None = None,
+    review: int = 0,
     section_filter: str = DEFAULT_SECTION_FILTER,
     limits: Limits = DEFAULT_LIMITS,
 ) -> pa.Table:
     """Probed documents, each parsed whole and assembled in this task (no page ranges, no
     grouping): the path of every document that ``plan_tasks`` does not split. The output
-    rows are those of ``assemble_group``. Each document runs isolated within its budget
-    (with a model: its parse; the model's calls stay in this process)."""
+    rows are those of ``assemble_group``. Each document runs isolated within its budget."""
     docs = []
     for row in batch.to_pylist():
         started = time.perf_counter()
         try:
-            if backend is None:
-                doc = _isolated(_index_one, row, use_outline, None, section_filter, limits=limits)
-            else:
-                blocks, errors = _isolated(_parse_rows, row, limits=limits)
-                parsed = (time.perf_counter() - started, peak_memory_mb())
-                doc = _assemble_rows(
-                    row, blocks, errors, parsed, use_outline, backend, section_filter
-                )
+            doc = _isolated(_index_one, row, use_outline, review, section_filter, limits=limits)
         except Isolated as exc:
             doc = document_row(row, [])
             _isolation_failed(doc, exc, "parse")
@@ -278,31 +269,44 @@ def _assemble(
     page_errors: list[str],
     parsed: tuple[float, float],
     use_outline: bool,
-    backend: ModelBackend | None,
+    review: int = 0,
     section_filter: str = DEFAULT_SECTION_FILTER,
 ) -> dict:
     """A probed document's blocks → its row: facts, nodes and layout graph as JSON, and the
-    time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB)."""
+    time and memory of each stage. ``parsed``: (parse seconds, parse peak memory MB).
+    ``review``: the refiner's windows and the blocks are kept (``section_review``,
+    ``section_blocks``) for ``apply_section_answers``."""
     started = time.perf_counter()
     doc = document_row(first, page_errors)
+    kept = [b.as_row() for b in blocks] if review else []
     timings = {"probe": first["probe_s"], "parse": parsed[0]}
-    node_dicts = _assemble_tree(doc, first, blocks, use_outline, backend, section_filter)
+    node_dicts = _assemble_tree(doc, first, blocks, use_outline, section_filter, review)
     timings["assemble"] = time.perf_counter() - started
     memory = {"probe": first["probe_mb"], "parse": parsed[1]}
     memory["assemble"] = peak_memory_mb()
     if doc["status"] != FAILED:
         started = time.perf_counter()
-        try:
-            doc.update(graph_columns(node_dicts, doc["doc_id"]))
-        except Exception as exc:  # the document is failed whole: no nodes without their graph
-            _failed(doc, exc, "layout_graph")
-            doc.update(nodes="[]", n_nodes=0)
+        _graph(doc, node_dicts)
         timings["layout_graph"] = time.perf_counter() - started
         memory["layout_graph"] = peak_memory_mb()
+        if doc["section_review"]:
+            review_facts = from_json(doc["section_review"])
+            review_facts["meta"] = from_json(first["meta"])
+            doc["section_review"] = to_json(review_facts)
+            doc["section_blocks"] = to_json(kept)
     doc["stage_timings"] = to_json({k: round(v, 4) for k, v in timings.items()})
     doc["stage_memory"] = to_json(memory)
     doc["source"] = "pdf"
     return doc
+
+
+def _graph(doc: dict, node_dicts: list[dict]) -> None:
+    """The layout graph's columns into ``doc``; a failure fails the document whole."""
+    try:
+        doc.update(graph_columns(node_dicts, doc["doc_id"]))
+    except Exception as exc:  # the document is failed whole: no nodes without their graph
+        _failed(doc, exc, "layout_graph")
+        doc.update(nodes="[]", n_nodes=0)
 
 
 def _assemble_tree(
@@ -310,17 +314,20 @@ def _assemble_tree(
     first: dict,
     blocks: list[Block],
     use_outline: bool,
-    backend: ModelBackend | None,
     section_filter: str = DEFAULT_SECTION_FILTER,
+    review: int | Review = 0,
 ) -> list[dict]:
-    """The document's tree into ``doc`` (nodes, toc, facts); its nodes as dicts. A failure
-    marks ``doc`` failed in stage "assemble"."""
+    """The document's tree into ``doc`` (nodes, toc, facts; with ``review``, the refiner's
+    ``section_review``); its nodes as dicts. A failure marks ``doc`` failed in stage
+    "assemble"."""
     if doc["status"] == FAILED:
         return []
     try:
         meta = from_json(first["meta"])
+        planned = Review(window=review) if isinstance(review, int) else review
+        planned = planned if review else None
         nodes, toc, facts = assemble_document(
-            doc["doc_id"], meta, blocks, use_outline, backend, section_filter
+            doc["doc_id"], meta, blocks, use_outline, None, section_filter, planned
         )
         # vars, not asdict: a Node holds plain values and lists of them, and asdict's
         # recursive deep copy was a quarter of this stage's time
@@ -334,55 +341,108 @@ def _assemble_tree(
             n_sections=facts["n_sections"],
             n_nodes=len(nodes),
         )
+        if facts.get("section_review", {}).get("windows"):
+            doc["section_review"] = to_json(facts["section_review"])
         return node_dicts
     except Exception as exc:
         _failed(doc, exc, "assemble")
         return []
 
 
-class StructureStage(ModelStage):
-    """``index_documents`` (``grouped``: ``assemble_group``) with the section filter's model
-    loaded once per worker (a generative backend; BookRAG §4.2.2)."""
-
-    def __init__(
-        self,
-        models: dict,
-        use_outline: bool,
-        grouped: bool = False,
-        section_filter: str = DEFAULT_SECTION_FILTER,
-        limits: Limits = DEFAULT_LIMITS,
-    ) -> None:
-        super().__init__(models)
-        self.use_outline, self.limits = use_outline, Limits(*limits)
-        self.section_filter = section_filter
-        self.fn = assemble_group if grouped else index_documents
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return self.fn(batch, self.use_outline, self.backend, self.section_filter, self.limits)
-
-
 def structure_args(config: BookindexConfig, workers: int, grouped: bool) -> dict[str, Any]:
-    """``fn`` and the ``map_batches`` / ``map_groups`` arguments of the assemble step: the plain
-    function as Ray tasks, or ``StructureStage`` when a generative model refines the sections
-    (``parse_workers`` of them, each with its GPU share)."""
-    retries = {"max_retries": config.index.task_retries}
-    if not config.models.generative:
-        fn = assemble_group if grouped else index_documents
-        kwargs = {
-            "use_outline": config.index.use_outline,
-            "section_filter": config.index.section_filter,
-            "limits": Limits.of(config),
-        }
-        return {"fn": fn, "fn_kwargs": kwargs, **retries}
-    args = model_stage_args(
-        config,
-        workers,
-        config.index.parse_workers,
-        use_outline=config.index.use_outline,
-        grouped=grouped,
-        section_filter=config.index.section_filter,
-        limits=tuple(Limits.of(config)),
-    )
-    # an actor whose process died is restarted a bounded number of times, never forever
-    args.update(max_restarts=config.index.task_retries, max_task_retries=config.index.task_retries)
-    return {"fn": StructureStage, **args}
+    """``fn`` and the ``map_batches`` / ``map_groups`` arguments of the assemble step, as Ray
+    tasks (no model: with a generative one, the refiner's windows are only planned here)."""
+    fn = assemble_group if grouped else index_documents
+    kwargs = {
+        "use_outline": config.index.use_outline,
+        "review": config.index.section_window if config.models.generative else 0,
+        "section_filter": config.index.section_filter,
+        "limits": Limits.of(config),
+    }
+    return {"fn": fn, "fn_kwargs": kwargs, **bounded_retries(config)}
+
+
+def _rebuilt(
+    row: dict,
+    review: dict,
+    kept: list[dict],
+    use_outline: bool,
+    section_filter: str,
+    decided: dict[int, int],
+    errors: dict[int, str],
+    window: int,
+) -> tuple[dict, list[dict]] | None:
+    """The row with its tree rebuilt from the kept blocks with the model's decisions, and the
+    reviewed candidates; None when that failed."""
+    doc = dict(row)
+    first = {"meta": to_json(review["meta"])}
+    blocks = [Block(**b) for b in kept]
+    planned = Review(decided, errors, window)
+    node_dicts = _assemble_tree(doc, first, blocks, use_outline, section_filter, planned)
+    if doc["status"] != FAILED:
+        _graph(doc, node_dicts)
+    if doc["status"] == FAILED:
+        return None
+    reviews = from_json(doc.pop("section_review", None), {}).get("reviews", review["reviews"])
+    return doc, reviews
+
+
+def apply_section_answers(
+    batch: pa.Table,
+    use_outline: bool,
+    section_filter: str = DEFAULT_SECTION_FILTER,
+    window: int = 40,
+) -> pa.Table:
+    """Document rows with the refiner's answers (``section_answers``: JSON ``{window: [answer,
+    error, attempts]}``, pipelines/model_requests.py) → the rows with the model's decisions:
+    the tree rebuilt from the kept blocks when a decision changed, ``section_decisions`` (JSON
+    list of ``llm_refiner.Review`` fields) and ``section_errors`` (windows without a usable
+    answer: their candidates keep the rule-based decision). Deterministic: the same blocks and
+    answers make the same tree."""
+    from operators.structure.llm_refiner import block_levels
+
+    out = []
+    for row in batch.to_pylist():
+        review = from_json(row.pop("section_review", None), None)
+        kept = from_json(row.pop("section_blocks", None), None)
+        answers = from_json(row.pop("section_answers", None), {}) or {}
+        row.update(section_decisions="[]", section_errors="[]")
+        if review is None or row["status"] == FAILED:
+            out.append(row)
+            continue
+        started = time.perf_counter()
+        decided: dict[int, int] = {}
+        errors: dict[int, str] = {}
+        for planned in review["windows"]:
+            answer, error, attempts = answers.get(str(planned["number"]), ("", "no answer", 0))
+            found = block_levels(planned["blocks"], from_json(answer)) if answer else None
+            if found is None:
+                error = error or "no decisions list in the answer"
+                errors[planned["number"]] = f"{error} ({attempts} attempt(s))"
+            else:
+                decided.update(found)
+        rule = {r["block_index"]: r["rule_level"] for r in review["reviews"]}
+        reviews = review["reviews"]
+        rebuilt = None
+        if any(rule.get(i) != level for i, level in decided.items()):
+            rebuilt = _rebuilt(
+                row, review, kept, use_outline, section_filter, decided, errors, window
+            )
+            if rebuilt is None:  # the model's tree could not be built: the rules' tree stands
+                errors[-1] = "rebuilding the tree with the model's decisions failed"
+        if rebuilt is not None:
+            row, reviews = rebuilt
+        else:
+            for r in reviews:
+                r["model_level"] = decided.get(r["block_index"])
+                r["error"] = errors.get(r["window"], "")
+        row.pop("section_review", None)
+        row["section_decisions"] = to_json(reviews)
+        row["section_errors"] = to_json(
+            [f"sections window {n}: {why}" for n, why in sorted(errors.items())]
+        )
+        timings = from_json(row.get("stage_timings"), {})
+        timings["sections"] = round(time.perf_counter() - started, 4)
+        row["stage_timings"] = to_json(timings)
+        out.append(row)
+    return pa.Table.from_pylist(out)

@@ -27,6 +27,7 @@ class FakeOpenAI:
         self.chat = chat
         self.delay_s = delay_s
         self.requests: list[tuple[str, dict]] = []
+        self.spans: list[tuple[float, float, dict]] = []  # (start, end, body) of each request
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         fake = self
@@ -38,12 +39,14 @@ class FakeOpenAI:
                     fake.requests.append((self.path, body))
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                started = time.monotonic()
                 try:
                     time.sleep(fake.delay_s)
                     status, payload = fake.respond(self.path, body)
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
+                        fake.spans.append((started, time.monotonic(), body))
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -94,6 +97,16 @@ class FakeOpenAI:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def max_overlap(spans: list[tuple[float, float, dict]]) -> int:
+    """The most of ``spans`` (start, end, ...) that were open at one moment."""
+    events = sorted([(s, 1) for s, _, _ in spans] + [(e, -1) for _, e, _ in spans])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def _fake_vector(text: str) -> list[float]:

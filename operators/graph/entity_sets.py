@@ -19,7 +19,14 @@ import numpy as np
 
 from operators.config import ResolverConfig
 from operators.graph.entities import STRUCTURAL_TYPES, NodeExtraction, structural_entity_id
-from operators.graph.resolution import Canonical, Decision, Reranker, Resolver, Selector
+from operators.graph.resolution import (
+    Canonical,
+    Decision,
+    Reranker,
+    Resolver,
+    SelectionPhase,
+    Selector,
+)
 
 # the keys of a decision as the corpus resolver hands it back (a row of ``er_decisions``)
 DECISION_KEYS = tuple(Decision.__dataclass_fields__)
@@ -131,6 +138,8 @@ class CorpusEntities:
         return [self._resolve_one(doc) for doc in documents]
 
     def _resolve_one(self, doc: dict) -> dict:
+        if isinstance(self.resolver.select, SelectionPhase):  # who asks the question
+            self.resolver.select.scope = doc["doc_id"]
         entities = doc["entities"]
         vectors = np.asarray(doc["vectors"], np.float32).reshape(len(entities), self.dim)
         ids = [""] * len(entities)

@@ -132,7 +132,8 @@ class Decision:
     entity_id: str  # the canonical entity the new one became or joined
 
 
-Selector = Callable[[str, list[Canonical], list[float]], int]
+# picks among several selected candidates: an index, -1 for none, None to let the rule stand
+Selector = Callable[[str, list[Canonical], list[float]], int | None]
 Reranker = Callable[[str, list[str], np.ndarray], np.ndarray]
 
 
@@ -415,13 +416,15 @@ class Resolver:
         chosen = [positions[k] for k in choice.selected]
         target = chosen[0] if chosen else -1
         action = choice.action
+        picked = None
         if choice.action == SELECT and self.select is not None:
-            action = LLM
             picked = self.select(
                 name,
                 [self.entities[p] for p in chosen],
                 [ranked[k] for k in choice.selected],
             )
+        if picked is not None:  # the model's choice (None: not asked, the rule stands)
+            action = LLM
             if 0 <= picked < len(chosen):
                 target = chosen[picked]
             elif picked < 0:  # the model says none of them: a new entity
@@ -445,18 +448,52 @@ class Resolver:
         )
 
 
+def selection_messages(name: str, candidates: list[Canonical]) -> list[dict]:
+    """The chat messages of BookRAG's LLM step for one new entity and its selected candidates
+    (SELECT_PROMPT; the answer follows SELECT_SCHEMA)."""
+    listing = "\n".join(
+        f"{i}. {c.name} ({c.type}): {c.description[:200]}" for i, c in enumerate(candidates)
+    )
+    return chat(SELECT_PROMPT, f"New entity: {name}\nCandidates:\n{listing}")
+
+
+def selection_key(name: str, candidates: list[Canonical]) -> str:
+    """What one selection is about: the new name and its candidates' ids, in order."""
+    return "|".join([name, *(c.entity_id for c in candidates)])
+
+
 def model_selector(backend) -> Selector:
     """BookRAG's LLM step: which of several selected candidates is the new entity (or -1 for
-    none). A failed call falls back to the best-scoring candidate."""
+    none), asked of ``backend`` one entity at a time. A failed call falls back to the
+    best-scoring candidate."""
 
     def select(name: str, candidates: list[Canonical], scores: list[float]) -> int:
-        listing = "\n".join(
-            f"{i}. {c.name} ({c.type}): {c.description[:200]}" for i, c in enumerate(candidates)
-        )
-        messages = chat(SELECT_PROMPT, f"New entity: {name}\nCandidates:\n{listing}")
+        messages = selection_messages(name, candidates)
         try:
             return int(backend.complete(messages, SELECT_SCHEMA)["choice"])
         except Exception:
             return 0
 
     return select
+
+
+class SelectionPhase:
+    """BookRAG's LLM step as a phase (the index job's): a ``Selector`` that answers from
+    ``answers`` (``selection_key`` → the model's choice, -1: none) and otherwise lets the rule
+    stand (the best-scoring candidate, action ``select``) and records the question in
+    ``asked`` (key → (``scope``, chat messages)). A first resolution collects the questions,
+    one ``ray.data.llm`` processor pass answers them all, and a second resolution with the
+    answers applies the merges in the resolver's own deterministic order; a question that only
+    arises in the second pass (an earlier answer changed the candidates) keeps the rule."""
+
+    def __init__(self, answers: dict[str, int] | None = None) -> None:
+        self.answers = answers or {}
+        self.asked: dict[str, tuple[str, list[dict]]] = {}
+        self.scope = ""  # who asks (the corpus resolver: the document being resolved)
+
+    def __call__(self, name: str, candidates: list[Canonical], scores: list[float]) -> int | None:
+        key = selection_key(name, candidates)
+        if key in self.answers:
+            return self.answers[key]
+        self.asked.setdefault(key, (self.scope, selection_messages(name, candidates)))
+        return None

@@ -6,6 +6,7 @@ Shared by the Ray pipeline (which parses page ranges in parallel and joins them)
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import pymupdf
@@ -33,6 +34,17 @@ if TYPE_CHECKING:
 BUILD_VERSION = 2
 
 
+@dataclass
+class Review:
+    """The LLM refiner run in two passes (the index job's): ``decided`` None plans its windows
+    (``facts["section_review"]``); then the model's decisions (block index → level, 0: not a
+    title) and the errors of the windows that got none (window → why) are applied."""
+
+    decided: dict[int, int] | None = None
+    errors: dict[int, str] = field(default_factory=dict)
+    window: int = 40  # candidates per request
+
+
 SECTION_FILTERS = ("learned", "rules")
 # The learned filter by default: better than the rules on unseen books under grouped CV (issue
 # 20, README), and it keeps the generated sample books' trees (the title is the root, run-in
@@ -45,21 +57,28 @@ def section_filter_for(
     use_outline: bool,
     backend: ModelBackend | None = None,
     kind: str = DEFAULT_SECTION_FILTER,
+    review: Review | None = None,
 ) -> SectionFilter:
     """The learned filter (``kind="learned"``; the rules when its model file cannot load) or
     the rule filters (layout, or outline when used); wrapped by the LLM refiner (BookRAG
     §4.2.2) when ``backend`` is a generative model, which then reviews the learned filter's
-    least certain candidates first. The caller owns the backend (loaded once per worker)."""
+    least certain candidates first (the caller owns the backend, loaded once per worker), or
+    when ``review`` is given: the refiner's windows are then only planned, or its decisions
+    (``review.decided``: block index → level, from a ``ray.data.llm`` processor) applied."""
     if kind not in SECTION_FILTERS:
         raise ValueError(f"unknown section filter {kind!r}; expected one of {SECTION_FILTERS}")
     if kind == "learned":
         base = learned_or_rules(outline, use_outline)
     else:
         base = choose_filter(outline, use_outline)
-    if backend is None or not is_generative(backend):
-        return base
     from operators.structure.llm_refiner import LLMSectionFilter
 
+    if review is not None:
+        return LLMSectionFilter(
+            None, base, review.window, decided=review.decided, window_errors=review.errors
+        )
+    if backend is None or not is_generative(backend):
+        return base
     return LLMSectionFilter(backend, base)
 
 
@@ -102,15 +121,21 @@ def assemble_document(
     use_outline: bool = True,
     backend: ModelBackend | None = None,
     section_filter_kind: str = DEFAULT_SECTION_FILTER,
+    review: Review | None = None,
 ) -> tuple[list, list[dict], dict]:
     """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
 
     ``meta`` is ``operators.parsing.parse.document_metadata`` output. With a generative
     ``backend`` the headings are refined by the model (``operators.structure.llm_refiner``) and
-    the facts say how many model calls failed (``section_model_errors``).
+    the facts say how many model calls failed (``section_model_errors``). With ``review``
+    (``Review``), the facts hold the refiner's ``section_review``: its windows (``number``,
+    ``blocks``: the candidates' block indices, ``messages``) and the reviewed candidates
+    (``llm_refiner.Review`` fields), with the model's levels once ``review.decided`` is given.
     """
     blocks = sorted(blocks, key=lambda b: (b.page, b.order))
-    section_filter = section_filter_for(meta["outline"], use_outline, backend, section_filter_kind)
+    section_filter = section_filter_for(
+        meta["outline"], use_outline, backend, section_filter_kind, review
+    )
     body, headings = structure_blocks(
         blocks, meta["n_pages"], meta["outline"], use_outline, section_filter
     )
@@ -122,8 +147,21 @@ def assemble_document(
         "n_sections": sum(n.kind == SECTION for n in nodes),
     }
     errors = getattr(section_filter, "errors", None)
-    if errors is not None:
+    if errors is not None and review is None:
         facts["section_model_errors"] = len(errors)
+    if review is not None:
+        reviews = section_filter.reviews
+        facts["section_review"] = {
+            "windows": [
+                {
+                    "number": w.number,
+                    "blocks": [r.block_index for r in reviews if r.window == w.number],
+                    "messages": w.messages,
+                }
+                for w in section_filter.windows
+            ],
+            "reviews": [asdict(r) for r in reviews],
+        }
     return nodes, toc_skeleton(nodes), facts
 
 

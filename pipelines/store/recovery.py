@@ -45,12 +45,22 @@ from pipelines.store.schemas import (
     NODES,
     RELATIONS,
     SCHEMAS,
+    SECTION_DECISIONS,
     TABLES,
 )
 
 # Tables with one or more rows per document (keyed by doc_id); failures rows with an empty
 # doc_id are discovery problems (keyed by uri) and belong to no document.
-PER_DOCUMENT_TABLES = (NODES, EDGES, COMMUNITIES, MENTIONS, RELATIONS, ER_DECISIONS, FAILURES)
+PER_DOCUMENT_TABLES = (
+    NODES,
+    EDGES,
+    COMMUNITIES,
+    MENTIONS,
+    RELATIONS,
+    ER_DECISIONS,
+    SECTION_DECISIONS,
+    FAILURES,
+)
 # Tables rewritten as a whole by a run: rolled back to their version at the last commit.
 REWRITTEN_TABLES = (ENTITIES,)
 COMMIT_TAG = "committed"

@@ -12,6 +12,7 @@ import pyarrow as pa
 DOCUMENTS, NODES, FAILURES = "documents", "nodes", "failures"
 ENTITIES, MENTIONS, RELATIONS, ER_DECISIONS = "entities", "mentions", "relations", "er_decisions"
 EDGES, COMMUNITIES = "edges", "communities"  # the LAD-RAG document graph (operators/layout_graph)
+SECTION_DECISIONS = "section_decisions"  # the LLM section refiner's (BookRAG §4.2.2)
 VECTOR_TABLES = (NODES, ENTITIES)
 
 
@@ -157,6 +158,24 @@ communities_schema = pa.schema(
     ]
 )
 
+# One row per title candidate the LLM section refiner reviewed (--models openai|vllm;
+# operators/structure/llm_refiner.py, pipelines/model_requests.py): what the rules decided and
+# what the model answered. The tree holds the model's level where it answered, else the rule's.
+section_decisions_schema = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("block_index", pa.int32()),  # the candidate's block in the document's block order
+        ("text", pa.string()),  # the candidate's text (a title split over blocks: joined)
+        ("page", pa.int32()),  # 1-based
+        ("window", pa.int32()),  # the refiner request it was reviewed in
+        ("rule_level", pa.int32()),  # the base (rules / learned) decision; 0: not a title
+        ("model_level", pa.int32()),  # the model's; 0: not a title; null: no usable answer
+        ("probability", pa.float32()),  # the learned filter's P(title); null with the rules
+        ("error", pa.string()),  # why its window got no usable answer ("" when it did)
+        ("decided_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 # The tables without vectors; ``schema_for`` answers for every table.
 SCHEMAS = {
     DOCUMENTS: documents_schema,
@@ -166,6 +185,7 @@ SCHEMAS = {
     ER_DECISIONS: er_decisions_schema,
     EDGES: edges_schema,
     COMMUNITIES: communities_schema,
+    SECTION_DECISIONS: section_decisions_schema,
 }
 TABLES = (
     DOCUMENTS,
@@ -177,6 +197,7 @@ TABLES = (
     ER_DECISIONS,
     EDGES,
     COMMUNITIES,
+    SECTION_DECISIONS,
 )
 _VECTOR_SCHEMAS = {NODES: nodes_schema, ENTITIES: entities_schema}
 

@@ -65,7 +65,7 @@ def test_cluster_and_serve_configs_match_the_code():
 def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
     from operators.config import BookindexConfig, IndexConfig, ModelConfig
     from pipelines.enrich import enrich_args
-    from pipelines.structure_stage import StructureStage, index_documents, structure_args
+    from pipelines.structure_stage import assemble_group, index_documents, structure_args
 
     def config(backend: str, **index) -> BookindexConfig:
         return BookindexConfig(models=ModelConfig(backend=backend), index=IndexConfig(**index))
@@ -79,12 +79,13 @@ def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
         assert args["fn_constructor_kwargs"]["width"] == 384 and args["batch_size"] == 1
     assert IndexConfig(model_gpus=0.5).stage_gpus("vllm") == 0.5
     assert enrich_args(config("offline", enrich_workers=2), 4, 256, None)["concurrency"] == 2
-    # the section filter owns a model only when one can generate; without, plain tasks
+    # the structure stage never owns a model: plain tasks; with a generative one it only
+    # plans the section refiner's requests (a ray.data.llm processor answers them)
     assert structure_args(config("offline"), 4, grouped=False)["fn"] is index_documents
     vllm = structure_args(config("vllm"), 4, grouped=True)
-    assert vllm["fn"] is StructureStage and vllm["num_gpus"] == 1
-    assert vllm["fn_constructor_kwargs"]["grouped"] is True
-    assert "num_gpus" not in structure_args(config("openai"), 4, grouped=False)
+    assert vllm["fn"] is assemble_group and "num_gpus" not in vllm
+    assert vllm["fn_kwargs"]["review"] == 40  # candidates per refiner request
+    assert structure_args(config("offline"), 4, grouped=True)["fn_kwargs"]["review"] == 0
 
 
 def _free_port() -> int:

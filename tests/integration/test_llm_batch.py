@@ -1,8 +1,11 @@
-"""The index job with --models openai on real PDFs: the model work goes through ray.data.llm
+"""The index job with --models openai on real PDFs: all model work goes through ray.data.llm
 processors against an OpenAI-compatible server started here (127.0.0.1). Every figure and table
-is described from its page crop, the section refiner decides the candidates, the LLM's entities
-reach the entity tables, an answer that never becomes valid JSON is retried and then recorded
-in ``failures`` (the rule-based entities stand), and the server saw concurrent requests."""
+is described from its page crop, the section refiner's windows are asked together and its
+decisions written to ``section_decisions``, the LLM's entities reach the entity tables, ER
+selection is asked through the processor, an answer that never becomes valid JSON is retried
+and then recorded in ``failures`` (the rule-based result stands), and the server saw batched,
+concurrent requests. A second index job against a server that answers 503 forever for some
+requests exits normally: those requests become failure rows, everything else is indexed."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ from operators.models import ModelConfig
 from operators.models.prompts import ENTITY_PROMPT, RETRY_PROMPT, SECTION_PROMPT, SELECT_PROMPT
 from pipelines.index_pipeline import run_index
 from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES, FAILURES, NODES
-from tests.fakes import FakeOpenAI, image_parts, prompt_text
+from pipelines.store.schemas import ENTITIES, ER_DECISIONS, FAILURES, NODES, SECTION_DECISIONS
+from tests.fakes import FakeOpenAI, image_parts, max_overlap, prompt_text
 
 PDFS = ("mmlongbench/documents/2303.05039v2.pdf",)  # 9 pages: 11 figures, 6 tables
 RETRY_HEAD = RETRY_PROMPT.split("(")[0]
@@ -35,6 +38,19 @@ def _passage(body: dict) -> str:
     return body["messages"][1]["content"]
 
 
+def _window(body: dict) -> list[dict]:
+    return json.loads(body["messages"][1]["content"])["candidates"]
+
+
+def _bad_window(candidates: list[dict]) -> bool:
+    """A refiner window never answered with valid JSON: its first candidate decides."""
+    return zlib.crc32(str(candidates[0]["index"]).encode()) % 4 == 0
+
+
+def _bad_selection(body: dict) -> bool:
+    return zlib.crc32(body["messages"][1]["content"].encode()) % 3 == 0
+
+
 def _answer(body: dict) -> str:
     images = image_parts(body)
     text = prompt_text(body)
@@ -43,7 +59,9 @@ def _answer(body: dict) -> str:
         return f"FAKE DESCRIPTION of a {kind}, {len(images[0])} PNG bytes"
     system = body["messages"][0]["content"]
     if system == SECTION_PROMPT:
-        candidates = json.loads(body["messages"][1]["content"])["candidates"]
+        candidates = _window(body)
+        if _bad_window(candidates):
+            return "Here are my decisions: {decisions: [..."
         # keep the proposed level, except: proposed headings at odd indices are refused
         decisions = [
             {"index": c["index"], "level": 0 if c["index"] % 2 else c["proposed_level"]}
@@ -51,18 +69,25 @@ def _answer(body: dict) -> str:
         ]
         return json.dumps({"decisions": decisions})
     if system == SELECT_PROMPT:
-        return json.dumps({"choice": 0})
+        return "the first one, I think" if _bad_selection(body) else json.dumps({"choice": 0})
     assert system == ENTITY_PROMPT
     passage = _passage(body)
     asked_again = RETRY_HEAD in body["messages"][-1]["content"]
     if _kind(passage) == 0 or (_kind(passage) == 1 and not asked_again):
         return "I found these entities: none that I can put in JSON {"
+    return json.dumps({"entities": _entities(passage), "relations": []})
+
+
+def _entities(passage: str) -> list[dict]:
+    """The model's entities of a passage: its first capitalised word, and, so that the
+    resolver meets names it cannot tell apart by their vectors alone, the same word as the
+    name of a product and of a model ("ER selection")."""
     words = re.findall(r"\b[A-Z][a-z]{3,}\b", passage)
-    entities = [
-        {"name": f"LLM {word}", "type": "CONCEPT", "description": "by the model"}
-        for word in words[:1]
-    ]
-    return json.dumps({"entities": entities, "relations": []})
+    names = [f"LLM {w}" for w in words[:1]] + [f"{w} {s}" for w in words[:1] for s in SUFFIXES]
+    return [{"name": n, "type": "CONCEPT", "description": "by the model"} for n in names]
+
+
+SUFFIXES = ("Model", "Models", "model family")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +96,7 @@ def indexed(ray_session, shared_data, tmp_path_factory):
     models = ModelConfig(backend="openai", base_url=fake.url, model="fake-vlm", max_retries=1)
     config = BookindexConfig(models=models)
     config.index.enrich_workers = 2
+    config.index.section_window = 6  # several refiner requests for one paper
     out = tmp_path_factory.mktemp("llm_batch") / "index"
     summary = run_index([str(shared_data / p) for p in PDFS], out, config)
     yield out, summary, fake
@@ -120,14 +146,23 @@ def test_llm_entities_and_invalid_answers(indexed) -> None:
     assert all("2 attempt(s)" in e for e in invalid["error"])
 
 
-def test_refiner_decided_the_candidates(indexed) -> None:
+def _section_requests(fake: FakeOpenAI) -> list[dict]:
+    return [b for b in fake.chats if b["messages"][0].get("content") == SECTION_PROMPT]
+
+
+def test_refiner_windows_are_asked_together_and_decide_the_candidates(indexed) -> None:
     out, _, fake = indexed
-    asked = [b for b in fake.chats if b["messages"][0].get("content") == SECTION_PROMPT]
-    assert asked
+    asked = [b for b in _section_requests(fake) if len(b["messages"]) == 2]
+    assert len(asked) >= 3  # windows of 6 candidates
+    # the windows are independent requests sent through the processor at once
+    spans = [sp for sp in fake.spans if sp[2]["messages"][0].get("content") == SECTION_PROMPT]
+    assert max_overlap(spans) >= 2
+    answered = [b for b in asked if not _bad_window(_window(b))]
+    assert answered and len(answered) < len(asked)
     refused = {
         " ".join(c["text"].split())
-        for b in asked
-        for c in json.loads(b["messages"][1]["content"])["candidates"]
+        for b in answered
+        for c in _window(b)
         if c["index"] % 2 and c["proposed_level"] and not c["text"].endswith("…")
     }
     nodes = pl.from_arrow(lance_store.read_table(out, NODES))
@@ -135,7 +170,119 @@ def test_refiner_decided_the_candidates(indexed) -> None:
     assert refused and not refused & titles
 
 
+def test_refiner_decisions_are_written_for_the_candidates(indexed) -> None:
+    out, _, fake = indexed
+    decisions = pl.from_arrow(lance_store.read_table(out, SECTION_DECISIONS))
+    sent = [c for b in _section_requests(fake) if len(b["messages"]) == 2 for c in _window(b)]
+    assert decisions.height == len(sent)
+    assert sorted(decisions["block_index"]) == sorted(c["index"] for c in sent)
+    by_index = {c["index"]: c for c in sent}
+    bad = {
+        c["index"] for b in _section_requests(fake) for c in _window(b) if _bad_window(_window(b))
+    }
+    for row in decisions.iter_rows(named=True):
+        candidate = by_index[row["block_index"]]
+        assert row["rule_level"] == candidate["proposed_level"] and row["page"] == candidate["page"]
+        if row["block_index"] in bad:  # asked again once, never valid: the rule stands
+            assert row["model_level"] is None and "2 attempt(s)" in row["error"]
+        else:
+            refused = row["block_index"] % 2
+            assert row["model_level"] == (0 if refused else candidate["proposed_level"])
+    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
+    windows = failures.filter(pl.col("stage") == "sections")
+    assert windows.height == len(
+        {b["messages"][1]["content"] for b in _section_requests(fake) if _bad_window(_window(b))}
+    )
+    assert all("invalid JSON answer" in e for e in windows["error"])
+
+
+def test_er_selection_goes_through_the_processor(indexed) -> None:
+    out, _, fake = indexed
+    asked = [b for b in fake.chats if b["messages"][0].get("content") == SELECT_PROMPT]
+    first = [b for b in asked if len(b["messages"]) == 2]
+    assert first, "the resolver met no entity with several selected candidates"
+    decisions = pl.from_arrow(lance_store.read_table(out, ER_DECISIONS))
+    assert decisions.filter(pl.col("action") == "llm").height >= 1
+    never = [b for b in first if _bad_selection(b)]
+    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
+    selection = failures.filter(pl.col("error").str.contains("ER selection"))
+    assert selection.height >= (1 if never else 0)
+    assert all("2 attempt(s)" in e for e in selection["error"])
+    # a question without a usable answer keeps the rule (action "select")
+    if never:
+        assert decisions.filter(pl.col("action") == "select").height >= 1
+
+
 def test_the_server_saw_concurrent_batched_requests(indexed) -> None:
     _, _, fake = indexed
     assert len(fake.chats) >= 100
     assert fake.max_in_flight >= 2
+
+
+# ---- an endpoint that keeps failing for some requests ------------------------------------------
+
+
+def _unavailable(body: dict) -> bool:
+    """Requests the server answers with 503 forever: some entity passages, one refiner window."""
+    system = body["messages"][0].get("content")
+    if system == ENTITY_PROMPT:
+        return zlib.crc32(_passage(body).encode()) % 5 == 2
+    if system == SECTION_PROMPT:
+        return _window(body)[0]["index"] == FIRST_WINDOW[0]
+    return False
+
+
+FIRST_WINDOW: list[int] = []
+
+
+def _answer_or_503(body: dict):
+    system = body["messages"][0].get("content")
+    if system == SECTION_PROMPT and not FIRST_WINDOW:
+        FIRST_WINDOW.append(_window(body)[0]["index"])
+    if _unavailable(body):
+        return 503, {"error": {"message": "overloaded"}}
+    if system == SECTION_PROMPT:  # valid for every window here
+        candidates = _window(body)
+        decisions = [{"index": c["index"], "level": c["proposed_level"]} for c in candidates]
+        return json.dumps({"decisions": decisions})
+    if system == ENTITY_PROMPT:
+        return json.dumps({"entities": _entities(_passage(body))[:1], "relations": []})
+    return _answer(body)
+
+
+def test_requests_that_keep_failing_become_failure_rows(ray_session, shared_data, tmp_path):
+    fake = FakeOpenAI(_answer_or_503)
+    try:
+        models = ModelConfig(backend="openai", base_url=fake.url, model="m", max_retries=1)
+        config = BookindexConfig(models=models)
+        config.index.enrich_workers = 2
+        config.index.section_window = 6
+        summary = run_index([str(shared_data / p) for p in PDFS], tmp_path / "index", config)
+    finally:
+        fake.close()
+    assert summary.ok == len(PDFS) and summary.failed == 0
+    out = tmp_path / "index"
+    failed_bodies = [b for b in fake.chats if _unavailable(b)]
+    assert failed_bodies
+    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
+    unavailable = failures.filter(pl.col("error").str.contains("HTTP 503"))
+    assert unavailable.height >= 2
+    assert all("failed after 2 attempt(s)" in e for e in unavailable["error"])
+    assert unavailable.filter(pl.col("stage") == "sections").height == 1
+    assert unavailable.filter(pl.col("stage") == "enrich").height >= 1
+    # each failing request was tried twice (max_retries=1) and no more
+    tries = {}
+    for body in failed_bodies:
+        key = json.dumps(body["messages"])
+        tries[key] = tries.get(key, 0) + 1
+    assert all(n % 2 == 0 for n in tries.values())  # a text on two nodes is asked twice
+    # everything else is indexed: the nodes, the descriptions, the other entities
+    nodes = pl.from_arrow(lance_store.read_table(out, NODES))
+    assert nodes.height > 100
+    modal = nodes.filter(pl.col("kind").is_in(["image", "table"]))
+    assert all(s.startswith("FAKE DESCRIPTION") for s in modal["summary"])
+    entities = pl.from_arrow(lance_store.read_table(out, ENTITIES))
+    assert entities.filter(pl.col("name").str.starts_with("LLM ")).height >= 5
+    decisions = pl.from_arrow(lance_store.read_table(out, SECTION_DECISIONS))
+    assert decisions.filter(pl.col("error").str.contains("HTTP 503")).height >= 1
+    assert decisions.filter(pl.col("model_level").is_not_null()).height >= 1

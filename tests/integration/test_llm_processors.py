@@ -10,8 +10,16 @@ import pytest
 
 from operators.config import BookindexConfig
 from operators.models import ModelError
-from operators.models.prompts import ENTITY_SCHEMA
-from pipelines.llm_processors import _Requests, build_ray_processor, processor_config
+from operators.models.prompts import ENTITY_SCHEMA, SECTION_SCHEMA, SELECT_SCHEMA
+from pipelines.llm_processors import (
+    ERROR_KEY,
+    EndpointSession,
+    _Requests,
+    build_ray_processor,
+    processor_config,
+    settled,
+)
+from tests.fakes import FakeOpenAI
 
 
 def _vllm_config() -> BookindexConfig:
@@ -35,23 +43,29 @@ def test_vllm_processor_is_built_and_asks_for_gpus(ray_session) -> None:
     assert vision.engine_kwargs["seed"] == 0 and vision.engine_kwargs["max_model_len"] == 8192
     assert "max_tokens" not in vision.engine_kwargs
     assert vision.prepare_multimodal_stage["enabled"]  # images in the chat messages
-    processor = build_ray_processor(config, ENTITY_SCHEMA, vision=False)
-    assert list(processor.stages) == [
-        "ChatTemplateStage",
-        "TokenizeStage",
-        "vLLMEngineStage",
-        "DetokenizeStage",
-    ]
-    engine = processor.stages["vLLMEngineStage"]
-    assert engine.map_batches_kwargs["num_gpus"] == 1
-    assert engine.fn_constructor_kwargs["model"] == "/models/qwen2.5-vl-3b"
+    # a failed generation is an error row, not a failed dataset
+    assert vision.should_continue_on_error
+    # every generative task of the index job: entities, section refiner, ER selection
+    for schema in (ENTITY_SCHEMA, SECTION_SCHEMA, SELECT_SCHEMA):
+        processor = build_ray_processor(config, schema, vision=False)
+        assert list(processor.stages) == [
+            "ChatTemplateStage",
+            "TokenizeStage",
+            "vLLMEngineStage",
+            "DetokenizeStage",
+        ]
+        engine = processor.stages["vLLMEngineStage"]
+        assert engine.map_batches_kwargs["num_gpus"] == 1
+        assert engine.fn_constructor_kwargs["model"] == "/models/qwen2.5-vl-3b"
+        assert engine.fn_constructor_kwargs["should_continue_on_error"] is True
 
 
 def test_one_request_format_for_both_backends() -> None:
     row = {
         "doc_id": "d",
         "node_id": "n",
-        "messages": json.dumps([{"role": "user", "content": "x"}]),
+        "request": json.dumps([{"role": "user", "content": "x"}]),
+        "attempts": 1,
     }
     vllm = _Requests(_vllm_config(), ENTITY_SCHEMA, vision=False).pre(row)
     assert vllm["messages"] == [{"role": "user", "content": "x"}]
@@ -70,16 +84,31 @@ def test_one_request_format_for_both_backends() -> None:
 
 def test_answers_are_repaired_checked_or_recorded() -> None:
     post = _Requests(_vllm_config(), ENTITY_SCHEMA, vision=False).post
-    row = {"doc_id": "d", "node_id": "n", "messages": [{"role": "user", "content": "x"}]}
+    row = {"doc_id": "d", "node_id": "n", "request": '[{"role": "user", "content": "x"}]'}
+    row.update(attempts=1, messages=[{"role": "user", "content": "x"}])
     fenced = '```json\n{"entities": [{"name": "Ray", "type": "X"},], "relations": []}\n```'
     ok = post({**row, "generated_text": fenced})
     assert ok["answer_error"] == "" and json.loads(ok["answer"])["entities"][0]["name"] == "Ray"
-    assert isinstance(ok["messages"], str)  # JSON text again, for a retry request
+    assert isinstance(ok["request"], str) and "messages" not in ok  # JSON text, for a retry
     bad = post({**row, "generated_text": '{"entities": []}'})  # "relations" missing
     assert bad["answer"] == "" and "invalid JSON answer" in bad["answer_error"]
     assert bad["invalid_answer"] == '{"entities": []}'
     http = post({**row, "http_response": {"error": {"message": "overloaded"}}})
     assert "no answer" in http["answer_error"]
+    gave_up = post({**row, "http_response": {ERROR_KEY: "failed after 3 attempt(s): HTTP 503"}})
+    assert gave_up["answer_error"] == "request failed: failed after 3 attempt(s): HTTP 503"
+    # a vLLM row whose generation failed skipped the postprocess: settled makes it an answer row
+    failed = settled({**row, "__inference_error__": "prompt too long", "sampling_params": {}})
+    assert failed == {
+        "doc_id": "d",
+        "node_id": "n",
+        "request": row["request"],
+        "attempts": 1,
+        "answer": "",
+        "answer_error": "inference failed: prompt too long",
+        "invalid_answer": "",
+    }
+    assert settled({**ok, "__inference_error__": ""})["answer"] == ok["answer"]
 
 
 def test_backends_without_generation_are_refused() -> None:
@@ -89,3 +118,48 @@ def test_backends_without_generation_are_refused() -> None:
     config.models.vllm_model_path = ""
     with pytest.raises(ModelError, match="vllm_model_path"):
         processor_config(config)
+
+
+def test_the_http_session_retries_then_answers_with_the_error() -> None:
+    """``EndpointSession`` sends a batch's requests together, retries 503 and refused
+    connections a bounded number of times, and settles instead of raising."""
+    import asyncio
+
+    def reply(body: dict):
+        if body["messages"][0]["content"] == "busy":
+            return 503, {"error": {"message": "overloaded"}}
+        return "fine"
+
+    fake = FakeOpenAI(reply, delay_s=0.2)
+
+    async def post_all(url: str, contents: list[str]) -> list:
+        async with EndpointSession(attempts=2, base_wait_s=0.01, timeout_s=10) as session:
+            pending = [
+                session.post(
+                    url,
+                    {"Content-Type": "application/json"},
+                    json.dumps({"model": "m", "messages": [{"role": "user", "content": c}]}),
+                )
+                for c in contents
+            ]
+            answers = []
+            for request in pending:
+                async with await request as response:
+                    answers.append((response.status, await response.json()))
+            return answers
+
+    try:
+        answers = asyncio.run(post_all(f"{fake.url}/chat/completions", ["a", "busy", "b", "c"]))
+    finally:
+        fake.close()
+    assert [a[1].get("choices", [{}])[0].get("message", {}).get("content") for a in answers] == [
+        "fine",
+        None,
+        "fine",
+        "fine",
+    ]
+    assert answers[1][1][ERROR_KEY].startswith("failed after 2 attempt(s): HTTP 503")
+    assert sum(b["messages"][0]["content"] == "busy" for b in fake.chats) == 2
+    assert fake.max_in_flight >= 3  # sent together, not one after the other
+    refused = asyncio.run(post_all("http://127.0.0.1:9/v1/chat/completions", ["a"]))
+    assert "failed after 2 attempt(s): ClientConnectorError" in refused[0][1][ERROR_KEY]
