@@ -20,7 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from operators.config import BookindexConfig, ModelConfig, ResolverConfig
-from operators.graph.entities import NodeExtraction, extract_document, node_text
+from operators.graph.entities import (
+    NodeExtraction,
+    extract_document,
+    extract_documents,
+    node_text,
+)
 from operators.graph.entity_sets import resolve_document
 from operators.graph.resolution import SelectionPhase, model_selector
 from operators.kinds import FAILED, ROOT, SECTION
@@ -163,22 +168,21 @@ class EnrichWorker(ModelStage):
         texts = [
             t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
         ]
-        vectors = self.backend.embed(texts)
-        counts, sentence_vectors = self._sentence_vectors(rows, node_lists)
-        embed_s = time.perf_counter() - started
+        counts, sentence_texts = self._sentence_texts(rows, node_lists)
+        extractions = self._extract(rows, node_lists, extractors)
+        extract_s = time.perf_counter() - started
         t0 = time.perf_counter()
-        extractions = [
-            extract_document(
-                r["doc_id"], nodes, extract, title_is_entity=r.get("source") == "passage"
-            )
-            for r, nodes, extract in zip(rows, node_lists, extractors, strict=True)
-        ]
-        # One embedding call for the entity names of the whole batch (small calls cost far more).
         names = [e.name for x in extractions for e in x.entities]
-        name_vectors = self.backend.embed(names)
+        # One embedding call for the batch's node texts, sentences and entity names, each
+        # distinct text once (a passage's title is its root's text and its TOPIC entity's name)
+        vectors, sentence_vectors, name_vectors = _split(
+            embed_distinct(self.backend, texts + sentence_texts + names),
+            [len(texts), len(sentence_texts), len(names)],
+        )
+        embed_s = time.perf_counter() - t0
         batch_facts = {
             "embed_s": embed_s,
-            "extract_s": time.perf_counter() - t0,
+            "extract_s": extract_s,
             "tokens": self._tokens() - tokens_before,
             "memory_mb": peak_memory_mb(),
             "n_nodes": len(flat),
@@ -204,13 +208,30 @@ class EnrichWorker(ModelStage):
             out.append(self._row(row, nodes, doc_vectors, extraction, doc_names, batch_facts))
         return pa.Table.from_pylist(out)
 
-    def _sentence_vectors(
-        self, rows: list[dict], node_lists: list[list[dict]]
-    ) -> tuple[list[list[int | None]], np.ndarray]:
+    def _extract(
+        self, rows: list[dict], node_lists: list[list[dict]], extractors: list
+    ) -> list[NodeExtraction]:
+        """Entities and relations of each document: one extraction call for the batch, unless
+        the rows carry the model's answers (each document its own extractor)."""
+        documents = [
+            (r["doc_id"], nodes, r.get("source") == "passage")
+            for r, nodes in zip(rows, node_lists, strict=True)
+        ]
+        if self.answers:
+            return [
+                extract_document(doc_id, nodes, extract, title_is_entity=title)
+                for (doc_id, nodes, title), extract in zip(documents, extractors, strict=True)
+            ]
+        return extract_documents(documents, self.extract)
+
+    @staticmethod
+    def _sentence_texts(
+        rows: list[dict], node_lists: list[list[dict]]
+    ) -> tuple[list[list[int | None]], list[str]]:
         """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
-        time in one call for the batch, so that a query embeds only its question: per document
-        the count per node (None: a PDF's node, whose leaf vector is the chunk's), and the
-        vectors in node order."""
+        time with the batch's other texts, so that a query embeds only its question: per
+        document the count per node (None: a PDF's node, whose leaf vector is the chunk's), and
+        the texts in node order."""
         counts, texts = [], []
         for row, nodes in zip(rows, node_lists, strict=True):
             if row.get("source") != "passage":
@@ -219,9 +240,7 @@ class EnrichWorker(ModelStage):
             found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
             counts.append([len(f) for f in found])
             texts += [t for f in found for t in f]
-        if not texts:
-            return counts, np.zeros((0, self.backend.dim), np.float32)
-        return counts, np.asarray(self.backend.embed(texts), np.float32)
+        return counts, texts
 
     def _answered(self, row: dict, nodes: list[dict]):
         """The extraction of one document from the model's answers in ``row`` (one per node
@@ -308,6 +327,23 @@ class EnrichWorker(ModelStage):
     def _tokens(self) -> int:
         usage = getattr(self.backend, "usage", {})
         return usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+
+
+def embed_distinct(backend, texts: list[str]) -> np.ndarray:
+    """``backend.embed(texts)`` with each distinct text embedded once (first-seen order, so
+    the same input gives the same call), its vector copied to every place it recurs."""
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) == len(texts):
+        return np.asarray(backend.embed(texts), np.float32)
+    place = {t: i for i, t in enumerate(distinct)}
+    vectors = np.asarray(backend.embed(distinct), np.float32)
+    return vectors[[place[t] for t in texts]]
+
+
+def _split(vectors: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """``vectors`` cut into consecutive parts of ``sizes`` rows."""
+    ends = np.cumsum(sizes)
+    return [vectors[end - size : end] for size, end in zip(sizes, ends, strict=True)]
 
 
 def enrich_args(

@@ -107,7 +107,8 @@ def model_identity(models: ModelConfig) -> dict[str, Any]:
     if models.backend == "offline":
         return out | {
             "embedder": embedder,
-            "ner": f"{models.spacy_model} ({_version(models.spacy_model)})",
+            "ner": f"{models.spacy_model} ({_version(models.spacy_model)})"
+            + (" senter" if models.spacy_sentences == "senter" else ""),
         }
     out["embedder"] = models.embed_model or embedder
     if models.backend == "openai":

@@ -172,6 +172,29 @@ def extract_document(
     return out
 
 
+def extract_documents(
+    documents: list[tuple[str, list[dict], bool]], extract_batch
+) -> list[NodeExtraction]:
+    """``extract_document`` for many documents (``(doc_id, nodes, title_is_entity)``) with one
+    ``extract_batch`` call over the distinct texts of all their text nodes (a model pass over
+    a batch costs far less than one per document; a text that recurs is read once). Each text's
+    result is the one a call per document gives (the backends read each text on its own). When
+    the shared call raises, each document is extracted on its own (``extract_document``'s
+    per-node fallback records the failing nodes)."""
+    distinct = list(dict.fromkeys(node_text(n) for _, nodes, _ in documents for n in nodes))
+    distinct = [t for t in distinct if t.strip()]
+    try:
+        found = dict(zip(distinct, extract_batch(distinct) if distinct else [], strict=True))
+    except Exception:
+        found = None
+    if found is None:
+        return [extract_document(d, nodes, extract_batch, t) for d, nodes, t in documents]
+    return [
+        extract_document(d, nodes, lambda texts: [found[x] for x in texts], title)
+        for d, nodes, title in documents
+    ]
+
+
 def node_text(node: dict) -> str:
     """What NER reads: a section's title, a paragraph's text, a figure's model description."""
     kind = node["kind"]

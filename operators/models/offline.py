@@ -47,6 +47,7 @@ ENTITY_LABELS = {
     "LANGUAGE": "LANGUAGE",
 }
 CO_OCCURS = "co_occurs"
+SPACY_UNUSED = ["tagger", "attribute_ruler", "lemmatizer"]
 _MAX_NER_CHARS = 100_000  # spaCy's own limit is 1e6; longer node texts are cut into pieces
 _DESCRIPTION_CHARS = 300
 
@@ -119,14 +120,22 @@ def _sentence_transformer(threads: int, device: str = "cpu"):
         return _shared[key]
 
 
-def _spacy(name: str):
+def _spacy(name: str, sentences: str = "parser"):
+    """The NER pipeline, one per process. ``sentences``: the component that sets sentence
+    boundaries (NER never lets an entity cross one): ``parser`` (with the shared tok2vec it
+    listens to) or ``senter`` (its own small model). The tagger, attribute ruler and lemmatizer
+    feed neither NER nor the boundaries, so they are left out (same entities and sentences)."""
     with _lock:
-        key = f"spacy:{name}"
+        key = f"spacy:{name}:{sentences}"
         if key not in _shared:
             import spacy
 
-            # The lemmatizer is not needed for entities; the parser gives sentence boundaries.
-            _shared[key] = spacy.load(name, exclude=["lemmatizer"])
+            if sentences == "senter":
+                nlp = spacy.load(name, exclude=[*SPACY_UNUSED, "parser", "tok2vec"])
+                nlp.enable_pipe("senter")
+            else:
+                nlp = spacy.load(name, exclude=[*SPACY_UNUSED, "senter"])
+            _shared[key] = nlp
         return _shared[key]
 
 
@@ -159,14 +168,17 @@ class OfflineBackend:
 
     @cached_property
     def _nlp(self):
-        return _spacy(self.config.spacy_model)
+        return _spacy(self.config.spacy_model, self.config.spacy_sentences)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.config.embed_runtime != "torch" and self._device == "cpu":
             texts = [t or " " for t in texts]
-            return self._onnx.encode(texts, self.config.embed_batch_size)
+            # int8's activations are quantized per run: its batches stay those it was tested at
+            fp32 = self.config.embed_runtime == "onnx"
+            size = self.config.onnx_batch_size if fp32 else self.config.embed_batch_size
+            return self._onnx.encode(texts, size)
         vectors = self._embedder.encode(
             [t or " " for t in texts],
             batch_size=self.config.embed_batch_size,
