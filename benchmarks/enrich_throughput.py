@@ -19,7 +19,7 @@ vectors, resolution within each document. The runs:
 Printed per run: nodes/s over the stage's wall time (actors started and models loaded inside it,
 as in a job: ``wall s``) and over the time inside the stage's calls (the rows' ``embed`` +
 ``entities`` timings, divided by the workers: ``call s``); the CPU seconds of the calls
-(``CPU s``, all workers) and ``nodes/s*`` = nodes per CPU-second × workers, the rate with a
+(``CPU s``, all workers, with the model child process where the stage has one) and ``nodes/s*`` = nodes per CPU-second × workers, the rate with a
 core to each worker (on a shared machine the wall rates fall with the load; this one much
 less); the speed-ups over the first run (wall, CPU); the load average at the run's end; the
 minimum cosine of the node vectors against the first run's; entities, entity→node links and
@@ -99,10 +99,19 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
     args = enrich_args(config, workers, per_batch, None)
 
     class CpuTimed(EnrichStage):  # the stage, with the CPU seconds of each call in a column
+        def _cpu(self) -> float:  # the actor's and, where the models run in one, its child's
+            import psutil
+
+            child = getattr(getattr(self, "host", None), "child", None)
+            if child is None:
+                return time.process_time()
+            times = psutil.Process(child.pid).cpu_times()
+            return time.process_time() + times.user + times.system
+
         def __call__(self, batch):
-            cpu = time.process_time()
+            cpu = self._cpu()
             out = super().__call__(batch)
-            cpu = time.process_time() - cpu
+            cpu = self._cpu() - cpu
             nodes = out.column("n_nodes").to_pylist()  # shared by node count
             return out.append_column("cpu_s", [[cpu * n / max(1, sum(nodes)) for n in nodes]])
 
