@@ -9,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import psutil
 import pytest
 import yaml
 
+from pipelines.serve_app import free_port
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, NODES
 
@@ -88,23 +88,17 @@ def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
     assert structure_args(config("offline"), 4, grouped=True)["fn_kwargs"]["review"] == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_head(temp: Path, token: str) -> tuple[subprocess.Popen, str]:
     """``ray start --head --block`` in a new session on ports of its own; its output goes to
     ``temp/start.log`` so that a head that dies at start-up says why."""
     env = dict(os.environ, PATH=f"{RAY.parent}{os.pathsep}{os.environ['PATH']}")
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
     env.pop("RAY_ADDRESS", None)
-    port, dashboard = _free_port(), _free_port()
+    port, dashboard = free_port(), free_port()
     # Every port its own: the defaults (agent 52365, client 10001, ...) are those of the
     # session's in-process Ray and of any other Ray on this machine.
     ports = [
-        f"--{name}={_free_port()}"
+        f"--{name}={free_port()}"
         for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
                      "runtime-env-agent-port", "metrics-export-port", "ray-client-server-port",
                      "node-manager-port", "object-manager-port")

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import pytest
 
 from operators.config import BookindexConfig, IndexConfig
 from pipelines.index_pipeline import run_index
+from pipelines.serve_app import free_port
 from pipelines.store import lance_store, recovery
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, schema_for
 
@@ -270,12 +270,6 @@ def test_c_first_run_interrupted_leaves_nothing_visible(tmp_path):
 # ---- (d) Serve answers during an index update and reloads without a restart ----------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
     ray_session, hotpot_split, base_index, tmp_path
@@ -293,7 +287,7 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
     # two reloads in a row below; 127.0.0.1 clients only, no token
     serve_section = {"serve": {"reload_min_interval_s": 0, "auth": "off"}}
     engine = RetrievalEngine.options(**no_cpu).bind(str(index), "cpu", 0, serve_section)
-    port = _free_port()
+    port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(engine, name="reload", route_prefix="/")

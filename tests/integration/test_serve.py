@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
 from pipelines.index_pipeline import run_index
+from pipelines.serve_app import free_port
 
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +33,7 @@ def server(ray_session, shared_data, tmp_path_factory):
     run_index([str(root / "corpus.jsonl")], index)
     token = secrets.token_urlsafe(24)
     (root / "token").write_text(token, encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     app = build_app({"index": str(index), "serve": {"token_file": str(root / "token")}})
     serve.run(app, name="bookindex", route_prefix="/")

@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,21 +16,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipelines.serve_app import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def direct(hotpot_index):
     index = hotpot_index("serve_direct")
     root = index.parent
-    token, port = secrets.token_urlsafe(24), _free_port()
+    token, port = secrets.token_urlsafe(24), free_port()
     env = dict(os.environ, BOOKINDEX_SERVE_TOKEN=token, PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
     command = [sys.executable, "-m", "jobs.serve", "--index", str(index)]
