@@ -25,6 +25,7 @@ One bad file becomes a failed document row and a failures row; it never fails th
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +45,7 @@ from pipelines.enrich import EnrichStage, enrich_args
 from pipelines.er_selection import document_selections
 from pipelines.model_requests import model_answers
 from pipelines.model_stage import bounded_retries
-from pipelines.ocr_stage import OcrStage, ocr_args, ocr_tasks, text_ranges
+from pipelines.ocr_stage import OcrStage, nothing_to_read, ocr_args, ocr_tasks, text_ranges
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
 from pipelines.store import lance_store, recovery
@@ -155,9 +156,12 @@ def _run_locked(
         out_dir, DOCUMENTS, ["doc_id", "uri", "build", "status"]
     ).to_pylist()
     known_ids = {r["doc_id"] for r in existing}
-    # Documents an earlier run left without text (OCR off then) are read again with OCR on.
+    # Documents an earlier run left without text with OCR off are read again with OCR on (one
+    # that OCR read already, and found no text in, is not read again by the same build).
     retry = (
-        {r["doc_id"] for r in existing if r["status"] == NEEDS_OCR} if config.index.ocr else set()
+        {r["doc_id"] for r in existing if r["status"] == NEEDS_OCR and not _ocr_read(r)}
+        if config.index.ocr
+        else set()
     )
     known_ids -= retry
     by_content: dict[str, InputFile] = {}
@@ -206,6 +210,14 @@ def _run_locked(
         phase["documents"] = backfill_layout_graph(out_dir)
     summary.stats = build_stats(summary.counts(), doc_rows, driver)
     return summary
+
+
+def _ocr_read(row: dict) -> bool:
+    """Whether a stored document was indexed with OCR on (its build's ``options.ocr``)."""
+    try:
+        return json.loads(row.get("build") or "{}").get("options", {}).get("ocr") is True
+    except (ValueError, AttributeError):
+        return False
 
 
 def _identify(inputs: list[str]) -> tuple[list[str], list[Problem], list[InputFile], dict]:
@@ -421,6 +433,8 @@ class _RayRun:
             probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
             probed = probed.take_all()
             pages = ocr_tasks(probed) if self.config.index.ocr else []
+            if self.config.index.ocr:
+                nothing_to_read(probed)
             scanned = {r["doc_id"] for r in pages}
             plain = [r for r in probed if r["doc_id"] not in scanned]
             whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers)

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from operators.config import BookindexConfig
-from operators.kinds import FAILED
+from operators.kinds import FAILED, NEEDS_OCR
 from operators.parsing.isolation import Isolated
 from operators.parsing.ocr import OcrEngine
 from operators.parsing.probe import page_ranges
@@ -40,6 +40,17 @@ def ocr_tasks(probed: list[dict]) -> list[dict]:
         for page in from_json(row.get("ocr_pages"), []):
             rows.append(dict(row, start=page - 1, stop=page, ocr=True))
     return rows
+
+
+def nothing_to_read(probed: list[dict]) -> None:
+    """With OCR on: a document without a text layer and without a page for OCR to read (blank
+    pages, or images too small to be a scanned page) says so, instead of "needs OCR"."""
+    for row in probed:
+        if row["status"] == NEEDS_OCR and not from_json(row.get("ocr_pages"), []):
+            row["error"] = (
+                f"no text: none of its {row['n_pages']} page(s) has a text layer or a "
+                "page-sized image for OCR to read (blank pages)"
+            )
 
 
 def text_ranges(row: dict, pages_per_task: int) -> list[dict]:

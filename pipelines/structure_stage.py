@@ -187,12 +187,15 @@ def assemble_group(
         stage = "ocr" if broken.get("ocr") else "parse"
         first.update(status=FAILED, error=broken["range_error"], failure_stage=stage)
         first["traceback"] = broken["range_trace"]
-    elif read and first["status"] == NEEDS_OCR:  # its text came from OCR: indexed like any other
-        first.update(status=OK, error="")
     errors = [e for r in rows for e in from_json(r["page_errors"])]
     parsed = (sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows))
     blocks = [b for r in ranges for b in from_json(r["blocks"])] if broken is None else []
     scanned = [b for r in read for b in from_json(r["blocks"])] if broken is None else []
+    if broken is None and read and first["status"] == NEEDS_OCR:
+        if scanned or blocks:  # its text came from OCR: indexed like any other
+            first.update(status=OK, error="")
+        else:  # OCR ran and read nothing: say so, not "needs OCR"
+            first["error"] = ocr_found_nothing(first, read)
     args = (first, blocks, errors, parsed, use_outline)
     try:
         doc = _isolated(_assemble_rows, *args, review, section_filter, scanned, limits=limits)
@@ -204,6 +207,14 @@ def assemble_group(
     doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
     doc["stage_nodes"] = to_json({"assemble": ray_node_id()})  # here, not in the child
     return pa.Table.from_pylist([doc])
+
+
+def ocr_found_nothing(first: dict, read: list[dict]) -> str:
+    """The error of a document without a text layer whose pages OCR read without finding any
+    text (``read``: its OCR rows; a page whose OCR failed has its own page error)."""
+    done = sum(not from_json(r["page_errors"]) for r in read)
+    pages = first["n_pages"]
+    return f"no text found: OCR read {done} of its {pages} page(s) and found no text"
 
 
 def _assemble_rows(
