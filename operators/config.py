@@ -145,6 +145,13 @@ class IndexConfig(Section):
     parse_workers: int | None = Field(
         None, ge=1, description="parse tasks (or section-model workers) at once; None: CPUs"
     )
+    ray_address: str = Field(
+        "",
+        description="Ray cluster the job runs on when Ray is not started yet: host:port, "
+        "'auto' (the cluster `ray start` began on this machine) or 'local' (a new one); "
+        "empty: RAY_ADDRESS (set by the Job API), else a new local Ray, never a cluster that "
+        "happens to run on this machine",
+    )
     section_window: int = Field(
         40, ge=1, description="title candidates per LLM section-refiner request (a window)"
     )

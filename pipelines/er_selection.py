@@ -35,7 +35,7 @@ from operators.graph.entity_sets import DocumentEntities, resolve_document
 from operators.graph.resolution import SelectionPhase
 from operators.models import load_reranker
 from pipelines.model_requests import SELECTIONS, run_requests
-from pipelines.model_stage import bounded_retries
+from pipelines.model_stage import actor_pool, bounded_retries
 from pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
 
 STASH = ("er_requests", "er_extraction", "er_name_vectors")
@@ -159,7 +159,7 @@ def document_selections(documents, config: BookindexConfig):
             "resolver": config.resolver.model_dump(),
             "answers": by_doc,
         },
-        concurrency=1,  # a second resolution per document: light, CPU
+        compute=actor_pool(1),  # a second resolution per document: light, CPU
         batch_format="pyarrow",
         **bounded_retries(config, actors=True),
     )

@@ -26,6 +26,7 @@ One bad file becomes a failed document row and a failures row; it never fails th
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -332,6 +333,14 @@ def _sentence_rows(batch: pa.Table, i: int, n_nodes: int, width: int) -> list:
     return out
 
 
+def ray_address(config: BookindexConfig, environ: dict[str, str] | None = None) -> str:
+    """The Ray the job starts or joins: ``index.ray_address``, else ``RAY_ADDRESS`` (the Job
+    API sets it to the cluster's address), else "local" — a Ray of its own. (``ray.init()``
+    without an address would join whatever cluster ``ray start`` left on this machine.)"""
+    env = os.environ if environ is None else environ
+    return config.index.ray_address or env.get("RAY_ADDRESS", "") or "local"
+
+
 class _RayRun:
     """One run's Ray part: the per-document dataset, then every table but ``documents``, then
     the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
@@ -347,7 +356,7 @@ class _RayRun:
         import ray
 
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+            ray.init(address=ray_address(config), include_dashboard=False, log_to_driver=False)
         from ray.data.context import DataContext, ShuffleStrategy
 
         # The grouping moves little data (block lists of a few documents): a task-based sort

@@ -1,7 +1,8 @@
 """Stages that own a model: Ray Data UDF classes whose ``__init__`` loads the configured backend
-once per worker, run with ``map_batches(Stage, fn_constructor_kwargs=..., concurrency=...,
+once per worker, run with ``map_batches(Stage, fn_constructor_kwargs=..., compute=...,
 num_gpus=...)`` (the layout of Ray's own ``ray.data.llm`` stages: a stateful UDF class, and the
-``map_batches`` arguments built beside it from configuration).
+``map_batches`` arguments built beside it from configuration). The pool is a
+``ray.data.ActorPoolStrategy`` (``compute=``; Ray 2.51 deprecated ``concurrency=``).
 
 The driver builds the arguments (``model_stage_args``) and never loads a model: it only checks
 the configuration (``operators.models.check_config``).
@@ -36,17 +37,36 @@ def model_stage_args(
     size = pool or workers
     args: dict[str, Any] = {
         "fn_constructor_kwargs": {"models": config.models.to_dict(), **constructor},
-        "concurrency": (1, size) if gpus > 0 else size,
+        "compute": actor_pool(size, autoscale=gpus > 0),
     }
     if gpus > 0:
         args["num_gpus"] = gpus
     return args
 
 
+def actor_pool(size: int, autoscale: bool = False):
+    """A Ray Data actor pool of ``size`` workers (``compute=`` of ``map_batches``); with
+    ``autoscale``, 1 to ``size`` (a pool of GPU workers never waits for more GPUs than the
+    cluster has)."""
+    from ray.data import ActorPoolStrategy
+
+    if autoscale:
+        return ActorPoolStrategy(min_size=1, max_size=size)
+    return ActorPoolStrategy(size=size)
+
+
 def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, int]:
     """The ``map`` / ``map_batches`` arguments that bound retries (``index.task_retries``): a
     task is retried that many times; with ``actors``, a pool's actor whose process died is
-    restarted that many times, and its tasks retried as often, never forever."""
+    restarted that many times, and its tasks retried as often, never forever.
+
+    Ray 2.60 deprecates passing these as ``**ray_remote_args`` of ``map`` / ``map_batches``
+    (``RayDeprecationWarning``: removed in Ray 2.64) but has no named parameter for them yet:
+    its named remote parameters are ``label_selector``, ``fallback_strategy``, ``max_calls``,
+    ``resources``, ``accelerator_type`` and ``runtime_env`` (``ray.data.dataset.
+    _merge_named_ray_remote_args``), and without these keys Ray Data retries a task and
+    restarts an actor forever (-1). So the bound stays here, the one place that sets it, until
+    the pinned Ray offers a named replacement."""
     bounded = config.index.task_retries
     if actors:
         return {"max_restarts": bounded, "max_task_retries": bounded}

@@ -26,6 +26,7 @@ from operators.parsing.isolation import Isolated
 from operators.parsing.ocr import OcrEngine
 from operators.parsing.probe import page_ranges
 from pipelines.model_host import ModelHost
+from pipelines.model_stage import actor_pool
 from pipelines.rows import from_json, to_json
 from pipelines.run_stats import peak_memory_mb
 
@@ -154,7 +155,7 @@ def ocr_args(config: BookindexConfig, workers: int, cpus: int) -> dict[str, Any]
             "timeout_s": index.model_timeout_s,
             "retries": index.task_retries,
         },
-        "concurrency": (1, pool) if gpu else pool,
+        "compute": actor_pool(pool, autoscale=gpu),
         "batch_size": index.ocr_batch_size,
         "batch_format": "pyarrow",
     }

@@ -62,6 +62,36 @@ def test_cluster_and_serve_configs_match_the_code():
         assert engine.ray_actor_options.get("num_gpus") == gpus, device
 
 
+def _pool(args: dict) -> tuple[int, int]:
+    """An actor stage's pool (min, max workers): ``compute=``, never the deprecated
+    ``concurrency=`` (Ray 2.51)."""
+    from ray.data import ActorPoolStrategy
+
+    assert "concurrency" not in args and isinstance(args["compute"], ActorPoolStrategy)
+    return args["compute"].min_size, args["compute"].max_size
+
+
+def test_ocr_pool_threads_and_gpus_come_from_the_configuration():
+    from operators.config import BookindexConfig
+    from pipelines.ocr_stage import OcrStage, ocr_args
+
+    config = BookindexConfig()
+    args = ocr_args(config, workers=2, cpus=8)
+    assert _pool(args) == (2, 2) and args["batch_size"] == 4 and "num_gpus" not in args
+    assert args["fn_constructor_kwargs"] == {
+        "dpi": 200,
+        "threads": 4,
+        "gpu": False,
+        "timeout_s": 300.0,
+        "retries": 2,
+    }
+    config.index.ocr_workers, config.index.ocr_gpus, config.index.ocr_batch_size = 3, 0.5, 8
+    args = ocr_args(config, workers=2, cpus=8)
+    assert _pool(args) == (1, 3) and args["num_gpus"] == 0.5 and args["batch_size"] == 8
+    assert args["fn_constructor_kwargs"]["gpu"] is True
+    assert OcrStage.__call__  # the class Ray Data instantiates once per worker
+
+
 def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
     from operators.config import BookindexConfig, IndexConfig, ModelConfig
     from pipelines.enrich import enrich_args
@@ -75,10 +105,10 @@ def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
         args = enrich_args(config(backend), workers=4, docs_per_batch=1, width=384)
         assert args.get("num_gpus", 0) == gpus
         # a GPU stage scales from one worker, so it never waits for GPUs the cluster lacks
-        assert args["concurrency"] == ((1, 4) if gpus else 4)
+        assert _pool(args) == ((1, 4) if gpus else (4, 4))
         assert args["fn_constructor_kwargs"]["width"] == 384 and args["batch_size"] == 1
     assert IndexConfig(model_gpus=0.5).stage_gpus("vllm") == 0.5
-    assert enrich_args(config("offline", enrich_workers=2), 4, 256, None)["concurrency"] == 2
+    assert _pool(enrich_args(config("offline", enrich_workers=2), 4, 256, None)) == (2, 2)
     # the structure stage never owns a model: plain tasks; with a generative one it only
     # plans the section refiner's requests (a ray.data.llm processor answers them)
     assert structure_args(config("offline"), 4, grouped=False)["fn"] is index_documents

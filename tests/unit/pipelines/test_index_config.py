@@ -124,3 +124,18 @@ def test_rows_encode_vectors_and_json_once():
     assert table.schema.field("vector").type.list_size == 3
     assert table.column("vector").to_pylist() == [[0.0, 1.0, 2.0]]
     assert node_rows(batch.drop_columns(["node_vectors"]), 3).column("vector").to_pylist() == [None]
+
+
+def test_the_job_joins_the_configured_or_the_job_apis_ray_and_never_a_stray_cluster():
+    from pipelines.index_pipeline import ray_address
+
+    # no address anywhere: a Ray of its own ("local"), not ray.init()'s default, which joins
+    # the cluster `ray start` left on this machine (another user's, another job's)
+    assert ray_address(BookindexConfig(), environ={}) == "local"
+    assert ray_address(BookindexConfig(), environ={"RAY_ADDRESS": ""}) == "local"
+    # the Job API sets RAY_ADDRESS to the cluster the job was submitted to
+    job = {"RAY_ADDRESS": "10.0.0.5:6379"}
+    assert ray_address(BookindexConfig(), environ=job) == "10.0.0.5:6379"
+    # the configuration wins (--set index.ray_address=auto, BOOKINDEX_INDEX__RAY_ADDRESS)
+    configured = _config(["corpus", "--out", "idx", "--set", "index.ray_address=auto"])
+    assert ray_address(configured, environ=job) == "auto"

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pymupdf
 
 from jobs.index_corpus import build_parser, flag_values
-from operators.config import BookindexConfig, config_from_args
+from operators.config import config_from_args
 from operators.eval.ocr_quality import image_only_pdf, page_subset_pdf
-from pipelines.ocr_stage import OcrStage, ocr_args, ocr_tasks, text_ranges
+from pipelines.ocr_stage import ocr_tasks, text_ranges
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, documents_schema
 from pipelines.structure_stage import probe_document
@@ -47,24 +47,6 @@ def test_the_scanned_page_goes_to_ocr_and_the_text_pages_to_the_parser(shared_da
     assert [(r["start"], r["stop"]) for r in text_ranges(probed, 64)] == [(0, 3)]
     failed = dict(probed, status="failed")
     assert ocr_tasks([failed]) == []
-
-
-def test_ocr_pool_threads_and_gpus_come_from_the_configuration():
-    config = BookindexConfig()
-    args = ocr_args(config, workers=2, cpus=8)
-    assert args["concurrency"] == 2 and args["batch_size"] == 4 and "num_gpus" not in args
-    assert args["fn_constructor_kwargs"] == {
-        "dpi": 200,
-        "threads": 4,
-        "gpu": False,
-        "timeout_s": 300.0,
-        "retries": 2,
-    }
-    config.index.ocr_workers, config.index.ocr_gpus, config.index.ocr_batch_size = 3, 0.5, 8
-    args = ocr_args(config, workers=2, cpus=8)
-    assert args["concurrency"] == (1, 3) and args["num_gpus"] == 0.5 and args["batch_size"] == 8
-    assert args["fn_constructor_kwargs"]["gpu"] is True
-    assert OcrStage.__call__  # the class Ray Data instantiates once per worker
 
 
 def test_no_ocr_flag_turns_ocr_off():
