@@ -159,11 +159,45 @@ def _asked_again(row: dict, attempt: int) -> dict:
 
 def attach(documents, answers, column: str, partitions: int):
     """The document rows with ``column``: JSON ``{node_id: [answer, error, attempts]}`` of
-    their answers (null for a document that had no request)."""
+    their answers (null for a document that had no request). Both inputs of each hash
+    shuffle are cut to their blocks with rows first (``rows_only``)."""
+    documents, answers = rows_only(documents), rows_only(answers)
+    if answers is None:
+        return documents.map_batches(
+            _null_column, batch_format="pyarrow", fn_kwargs={"column": column}
+        )
     grouped = answers.groupby("doc_id").map_groups(
         _collect, batch_format="pyarrow", fn_kwargs={"column": column}
     )
-    return documents.join(grouped, "left_outer", num_partitions=partitions, on=("doc_id",))
+    return documents.join(
+        rows_only(grouped), "left_outer", num_partitions=partitions, on=("doc_id",)
+    )
+
+
+def rows_only(dataset):
+    """``dataset`` materialized and cut to its blocks that hold rows (None: it has none),
+    before a hash shuffle (a join, a hash-shuffle groupby).
+
+    Ray 2.60's hash shuffle sends the schema of each input's *first* block to every
+    partition; a zero-row block without columns — what ``Dataset.filter`` with a function
+    and ``flat_map`` leave of a block without output (``run_requests`` filters the
+    processor's rows; a block of documents without requests has none) — sends none, and each
+    partition that then gets no row of that input has a table without the key column:
+    polars ``ColumnNotFoundError: doc_id; valid columns: []``
+    (tests/integration/test_answer_joins.py). The blocks are chosen by their metadata, not
+    by a map (a map fused with the filter that emptied them passes them on)."""
+    import ray
+
+    materialized = dataset.materialize()
+    bundles = list(materialized.iter_internal_ref_bundles())
+    if any(s is not None for b in bundles for s in b.slices):  # views of blocks: keep as is
+        return materialized
+    kept = [e.ref for b in bundles for e in b.blocks if e.metadata.num_rows != 0]
+    return ray.data.from_arrow_refs(kept) if kept else None
+
+
+def _null_column(batch: pa.Table, column: str) -> pa.Table:
+    return batch.append_column(column, pa.array([None] * batch.num_rows, pa.string()))
 
 
 def _collect(batch: pa.Table, column: str) -> pa.Table:
@@ -224,9 +258,7 @@ def model_answers(documents, config: BookindexConfig, partitions: int, enrich: b
         answers = run_requests(requests, config, ENTITIES)
         documents = attach(documents, answers, ENTITIES, partitions)
     else:
-        documents = documents.map_batches(_no_answers, batch_format="pyarrow")
+        documents = documents.map_batches(
+            _null_column, batch_format="pyarrow", fn_kwargs={"column": ENTITIES}
+        )
     return documents.materialize()
-
-
-def _no_answers(batch: pa.Table) -> pa.Table:
-    return batch.append_column(ENTITIES, pa.array([None] * batch.num_rows, pa.string()))

@@ -1,0 +1,85 @@
+"""The model answers' hash joins (pipelines/model_requests.attach: section decisions, figure and
+table descriptions, LLM entities) on inputs with empty partitions and empty blocks.
+
+Ray 2.60's hash join takes each side's schema from its first block; a zero-row block without
+columns — what ``Dataset.filter`` leaves of a block it empties — carries none, and the
+partitions that then get no row of that side fail (``ColumnNotFoundError: doc_id``). ``attach``
+drops such blocks first. The cases: documents whose first blocks are such empties, more
+partitions than rows, and a corpus where most documents have no answer at all."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipelines.model_requests import attach, rows_only
+
+
+def _answer(doc_id: str, node_id: str) -> dict:
+    return {
+        "doc_id": doc_id,
+        "node_id": node_id,
+        "answer": f"about {doc_id}/{node_id}",
+        "answer_error": "",
+        "attempts": 1,
+    }
+
+
+def _blocks(dataset) -> list[tuple[int, int]]:
+    """(rows, columns) of each block."""
+    import ray
+
+    return [(t.num_rows, t.num_columns) for t in map(ray.get, dataset.to_arrow_refs())]
+
+
+def _documents(ray, n: int, keep: set[str] | None = None):
+    """``n`` document rows in a block each; with ``keep``, a Python filter empties the other
+    blocks (leaving zero-row blocks without columns, as Ray's filter does)."""
+    rows = [{"doc_id": f"d{i:02d}", "nodes": json.dumps([f"n{i}"])} for i in range(n)]
+    dataset = ray.data.from_items(rows, override_num_blocks=n)
+    if keep is not None:
+        dataset = dataset.filter(lambda r: r["doc_id"] in keep)
+    return dataset.materialize()
+
+
+def _joined(documents, answers, partitions: int) -> dict[str, dict | None]:
+    out = attach(documents, answers, "descriptions", partitions).take_all()
+    return {r["doc_id"]: json.loads(r["descriptions"]) if r["descriptions"] else None for r in out}
+
+
+@pytest.fixture(scope="module")
+def ray(ray_session):
+    return ray_session
+
+
+def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(ray):
+    documents = _documents(ray, 6, keep={"d05"})
+    assert (0, 0) in _blocks(documents)  # the input the plain join fails on
+    assert _blocks(rows_only(documents)) == [(1, 2)]
+    answers = ray.data.from_items([_answer("d05", "n5")]).materialize()
+    for partitions in (2, 4, 8):  # more partitions than rows on both sides
+        assert _joined(documents, answers, partitions) == {"d05": {"n5": ["about d05/n5", "", 1]}}
+
+
+def test_most_documents_without_answers_keep_their_rows_with_none(ray):
+    documents = _documents(ray, 12)
+    # the answers side as run_requests makes it: a filter over the processor's rows
+    answers = ray.data.from_items(
+        [_answer(f"d{i:02d}", f"n{j}") for i in range(12) for j in range(2)],
+        override_num_blocks=6,
+    ).filter(lambda r: r["doc_id"] == "d07")
+    joined = _joined(documents, answers.materialize(), partitions=16)
+    assert sorted(joined) == [f"d{i:02d}" for i in range(12)]
+    assert joined.pop("d07") == {"n0": ["about d07/n0", "", 1], "n1": ["about d07/n1", "", 1]}
+    assert set(joined.values()) == {None}
+
+
+def test_both_sides_with_empty_blocks_and_one_document(ray):
+    documents = _documents(ray, 4, keep={"d02"})
+    answers = ray.data.from_items(
+        [_answer(f"d{i:02d}", "n") for i in range(4)], override_num_blocks=4
+    ).filter(lambda r: r["doc_id"] == "d02")
+    assert _joined(documents, answers.materialize(), partitions=2) == {
+        "d02": {"n": ["about d02/n", "", 1]}
+    }
