@@ -87,7 +87,7 @@ class EnrichStage:
         self.host = ModelHost(factory, worker, timeout_s, retries, per_node_s)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist(self.host.call_isolated(batch, enrich_failed))
+        return self.host.call_isolated(batch, enrich_failed)
 
 
 def enrich_failed(row: dict, exc: Isolated) -> dict:

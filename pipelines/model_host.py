@@ -14,6 +14,12 @@ past it is killed and replaced (the next call loads the models again), and the c
 600 s``, or the worker's exception. ``call_isolated`` runs a batch of documents: the batch at
 once within the sum of its documents' budgets, and when that fails each document alone (bounded
 retries of a crash), so that one document's failure never costs its neighbours theirs.
+
+Tables cross the socket as Arrow IPC streams (``send_bytes``: the buffers as they are, no
+pickling of the table, no conversion to Python rows); the child's answer is checked (an Arrow
+table with one row per row sent) and handed back as the table it is. Only when rows were run
+alone are their tables put together (their schemas unified: a column all null in one row's
+table takes the other rows' type).
 """
 
 from __future__ import annotations
@@ -99,54 +105,65 @@ class ModelHost:
             self.restarts += 1
             self._start()
         budget = self.budget_s(batch)
-        self.conn.send(("call", batch))
+        self.conn.send(("call",))
+        self.conn.send_bytes(to_ipc(batch))
         if not self.conn.poll(budget):
             self._kill()
             raise Isolated(f"timed out after {budget:.3g} s")
         answer = self._receive()
         if answer[0] == "ok":
-            return answer[1]
+            return self._answered(batch)
         if answer[0] == "died":
             self._kill()
             raise Isolated(answer[1])
         raise Isolated(answer[1], answer[2])
 
-    def call_isolated(
-        self, batch: pa.Table, failed: Callable[[dict, Isolated], dict]
-    ) -> list[dict]:
-        """The output rows of ``batch`` (one per input row): the batch in one call; when that
-        fails, each row alone, a crashed row tried ``retries`` times more; a row that still
-        fails becomes ``failed(row, reason)`` run through the worker (so that it has the
-        stage's columns)."""
+    def _answered(self, batch: pa.Table) -> pa.Table:
+        """The table that follows an "ok": an Arrow IPC stream with one row per row of
+        ``batch`` (``Isolated`` otherwise: a worker that broke the contract)."""
         try:
-            return self.call(batch).to_pylist()
+            table = from_ipc(self.conn.recv_bytes())
+        except (EOFError, OSError):
+            code = self.child.wait(timeout=10)
+            self._kill()
+            raise Isolated(death_reason(code)) from None
+        except pa.ArrowException as exc:
+            raise Isolated(f"the worker's answer is not an Arrow table: {exc}") from None
+        if table.num_rows != batch.num_rows:
+            raise Isolated(f"the worker answered {table.num_rows} rows for {batch.num_rows}")
+        return table
+
+    def call_isolated(self, batch: pa.Table, failed: Callable[[dict, Isolated], dict]) -> pa.Table:
+        """The output of ``batch`` (one row per input row): the batch in one call, its table
+        as the child sent it; when that fails, each row alone, a crashed row tried
+        ``retries`` times more; a row that still fails becomes ``failed(row, reason)`` run
+        through the worker (so that it has the stage's columns)."""
+        try:
+            return self.call(batch)
         except Isolated as exc:
             if batch.num_rows == 1:  # that was this document's own first try
                 return self._alone(batch, failed, exc)
-        out: list[dict] = []
-        for i in range(batch.num_rows):
-            out += self._alone(batch.slice(i, 1), failed)
-        return out
+        return concat_rows([self._alone(batch.slice(i, 1), failed) for i in range(batch.num_rows)])
 
     def _alone(
         self,
         row: pa.Table,
         failed: Callable[[dict, Isolated], dict],
         first: Isolated | None = None,
-    ) -> list[dict]:
+    ) -> pa.Table:
         """One row alone: its output, or (a time-out or an exception at once, a crash after
         ``retries`` more tries) ``failed(row, reason)`` through the worker."""
         crashes, exc = 0, first
         while True:
             if exc is None:
                 try:
-                    return self.call(row).to_pylist()
+                    return self.call(row)
                 except Isolated as raised:
                     exc = raised
             crashes += exc.reason.startswith("crashed:")
             if not exc.reason.startswith("crashed:") or crashes > self.retries:
                 marked = failed(row.to_pylist()[0], exc)
-                return self.call(pa.Table.from_pylist([marked])).to_pylist()
+                return self.call(row_table(marked, row.schema))
             exc = None
 
     def _kill(self) -> None:
@@ -162,6 +179,43 @@ class ModelHost:
 
     def __del__(self) -> None:
         self._kill()
+
+
+def to_ipc(table: pa.Table) -> pa.Buffer:
+    """``table`` as one Arrow IPC stream (its buffers, no pickling)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    """The table of an Arrow IPC stream (``to_ipc``), read without copying its buffers."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def row_table(row: dict, schema: pa.Schema) -> pa.Table:
+    """One row as a table, its columns of ``schema`` with their types there (a float32
+    vector stays float32), the others as Arrow infers them."""
+    table = pa.Table.from_pylist([row])
+    for name in table.column_names:
+        if name in schema.names and table.schema.field(name).type != schema.field(name).type:
+            try:
+                column = table.column(name).cast(schema.field(name).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                continue
+            table = table.set_column(table.column_names.index(name), name, column)
+    return table
+
+
+def concat_rows(tables: list[pa.Table]) -> pa.Table:
+    """The tables of rows run alone, one after the other, under one schema: a column missing
+    from a table, or all null in it (its type then unknown), takes the others' type; where
+    types conflict otherwise, the rows are put together as Python values."""
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return pa.Table.from_pylist([row for table in tables for row in table.to_pylist()])
 
 
 def _load(factory: str) -> Any:
@@ -190,16 +244,21 @@ def _serve(fd: int) -> None:
     conn.send(("ready", getattr(worker, "info", None)))
     while True:
         try:
-            _, batch = conn.recv()
+            conn.recv()  # ("call",), then the batch as an Arrow IPC stream
+            batch = from_ipc(conn.recv_bytes())
         except (EOFError, OSError):
             return
         try:
             result = worker(batch)
+            if not isinstance(result, pa.Table):
+                raise TypeError(f"the worker returned {type(result).__name__}, not a pa.Table")
+            data = to_ipc(result)
         except Exception as exc:  # this call's failure: reported, the worker stays up
             tail = "".join(traceback.format_exception(exc))[-_TRACE_CHARS:]
             conn.send(("raised", f"{type(exc).__name__}: {exc}", tail))
             continue
-        conn.send(("ok", result))
+        conn.send(("ok",))
+        conn.send_bytes(data)
 
 
 if __name__ == "__main__":

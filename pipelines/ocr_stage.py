@@ -83,7 +83,7 @@ class OcrStage:
         self.host = ModelHost("pipelines.ocr_stage:OcrWorker", kwargs, timeout_s, retries)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist(self.host.call_isolated(batch, ocr_failed))
+        return self.host.call_isolated(batch, ocr_failed)
 
 
 def ocr_failed(row: dict, exc: Isolated) -> dict:

@@ -142,8 +142,10 @@ def prompt_text(body: dict) -> str:
 class PoisonWorker:
     """A model worker for ``pipelines.model_host.ModelHost`` (built in its child): returns each
     row with ``seen`` = the child's PID, except a row whose ``doc_id`` is "segv" (the child kills
-    itself with SIGSEGV, as a crashing C library would), "stall" (sleeps 600 s) or "raise"
-    (ValueError). A row with ``status`` "failed" passes through untouched."""
+    itself with SIGSEGV, as a crashing C library would), "stall" (sleeps 600 s), "raise"
+    (ValueError) or "vanish" (the answer leaves the row out). A row with ``status`` "failed"
+    passes through with ``seen`` null. The other columns come back as they were sent (types
+    included)."""
 
     def __init__(self, tag: str = "") -> None:
         self.info = {"tag": tag}
@@ -154,9 +156,11 @@ class PoisonWorker:
 
         import pyarrow as pa
 
-        rows = batch.to_pylist()
-        for row in rows:
+        seen, kept = [], []
+        for i, row in enumerate(batch.to_pylist()):
             if row.get("status") == "failed":
+                seen.append(None)
+                kept.append(i)
                 continue
             if row["doc_id"] == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
@@ -164,5 +168,8 @@ class PoisonWorker:
                 time.sleep(600)
             if row["doc_id"] == "raise":
                 raise ValueError("this document cannot be read")
-            row["seen"] = os.getpid()
-        return pa.Table.from_pylist(rows)
+            if row["doc_id"] != "vanish":
+                seen.append(os.getpid())
+                kept.append(i)
+        out = batch.take(pa.array(kept, pa.int64()))
+        return out.append_column("seen", pa.array(seen, pa.int64()))

@@ -52,24 +52,57 @@ def test_crash_stall_and_exception_are_the_documents_own_failures():
 def test_a_poisoned_batch_fails_only_its_poisoned_documents():
     host = ModelHost(WORKER, {}, timeout_s=5, retries=1)
     try:
-        out = host.call_isolated(_batch("a", "segv", "b", "stall", "raise", "c"), _failed)
+        table = host.call_isolated(
+            _batch("a", "segv", "b", "stall", "raise", "vanish", "c"), _failed
+        )
     finally:
         host.close()
+    out = table.to_pylist()
     by_id = {r["doc_id"]: r for r in out}
-    assert [r["doc_id"] for r in out] == ["a", "segv", "b", "stall", "raise", "c"]
+    assert [r["doc_id"] for r in out] == ["a", "segv", "b", "stall", "raise", "vanish", "c"]
     assert all(by_id[i]["status"] == "ok" and by_id[i]["seen"] for i in "abc")
     assert by_id["segv"]["error"] == "crashed: signal 11 (SIGSEGV)"
     assert by_id["stall"]["error"] == "timed out after 5 s"
     assert by_id["raise"]["error"] == "ValueError: this document cannot be read"
+    # a worker that leaves a row out of its answer breaks the contract: that row fails
+    assert by_id["vanish"]["error"] == "the worker answered 0 rows for 1"
+    # the rows run alone are put together under one schema: the failed rows' null ``seen``
+    # takes the others' type
+    assert table.schema.field("seen").type == pa.int64()
+
+
+def test_the_childs_table_comes_back_as_it_is_without_python_rows():
+    vectors = pa.array([[0.25, -1.5], [3.0, 0.125]], pa.list_(pa.float32(), 2))
+    batch = _batch("a", "b").append_column("vector", vectors)
+    batch = batch.append_column("blob", pa.array([b"\x00\x01", b""], pa.binary()))
+    host = ModelHost(WORKER, {}, timeout_s=30, retries=0)
+    try:
+        whole = host.call_isolated(batch, _failed)
+        alone = host.call_isolated(batch.append_column("x", pa.nulls(2)).slice(0, 1), _failed)
+        poisoned = host.call_isolated(pa.concat_tables([batch, _with(batch, "raise")]), _failed)
+    finally:
+        host.close()
+    # float32 fixed-size lists and binary survive (Python rows would make them list<double>)
+    assert whole.schema == batch.schema.append(pa.field("seen", pa.int64()))
+    assert whole.column("vector").equals(batch.column("vector"))
+    assert alone.schema.field("x").type == pa.null()  # as sent, no type guessed for it
+    assert poisoned.schema.field("vector").type == pa.list_(pa.float32(), 2)
+    assert poisoned.column("error").to_pylist()[2] == "ValueError: this document cannot be read"
+
+
+def _with(batch: pa.Table, doc_id: str) -> pa.Table:
+    """The first row of ``batch`` under another ``doc_id``."""
+    row = batch.slice(0, 1)
+    return row.set_column(0, "doc_id", pa.array([doc_id]))
 
 
 def test_a_crash_is_retried_a_bounded_number_of_times_a_stall_is_not():
     host = ModelHost(WORKER, {}, timeout_s=5, retries=2)
     try:
-        out = host.call_isolated(_batch("segv"), _failed)
+        out = host.call_isolated(_batch("segv"), _failed).to_pylist()
         assert out[0]["error"] == "crashed: signal 11 (SIGSEGV)"
         assert host.restarts == 3  # the first try + 2 retries crashed; the failed row's call
-        out = host.call_isolated(_batch("stall"), _failed)
+        out = host.call_isolated(_batch("stall"), _failed).to_pylist()
         assert out[0]["error"] == "timed out after 5 s"
         assert host.restarts == 4  # one try: its budget is spent
     finally:
