@@ -9,8 +9,10 @@ to choose among several candidates, and the configured reranker (``models.rerank
 score them (BookRAG Alg. 1), as the enrich stage does within each document. With a generative
 model configured, BookRAG's LLM step (which of several selected candidates) is a phase: a first
 resolution collects the questions (``SelectionPhase``), one ``ray.data.llm`` processor pass
-answers them all (pipelines/er_selection.py), and a second resolution applies the answers; the
-actor itself loads no generative model.
+answers them all (pipelines/er_selection.py), and a second resolution applies the answers —
+only when an answer changes a merge (``SelectionPhase.changes``): answers that are the rule's
+own choice leave every merge as the first resolution made it, whose decisions are then only
+relabelled (``relabel_answered``). The actor itself loads no generative model.
 
 The entity tables are written by ``pipelines.store.entity_tables``.
 """
@@ -23,7 +25,7 @@ import numpy as np
 
 from operators.config import BookindexConfig, ModelConfig, ResolverConfig
 from operators.graph.entity_sets import CorpusEntities
-from operators.graph.resolution import SelectionPhase
+from operators.graph.resolution import SelectionPhase, relabel_answered
 from operators.kinds import FAILED
 from operators.models import load_reranker
 from pipelines.rows import decode_vectors, from_json
@@ -65,9 +67,10 @@ class CorpusResolver:
     def canonical_rows(self) -> tuple[list[dict], np.ndarray]:
         return self.entities.canonical_rows()
 
-    def asked(self) -> dict[str, tuple[str, list[dict]]]:
-        """The selections the rule decided because nobody had answered them yet."""
-        return dict(self.phase.asked) if self.phase is not None else {}
+    def asked(self) -> SelectionPhase | None:
+        """The selections the rule decided because nobody had answered them yet (``asked``,
+        key → (doc_id, messages)), with their candidate counts; None without a model."""
+        return self.phase if self.phase is not None and self.phase.asked else None
 
     def size(self) -> int:
         return len(self.entities)
@@ -83,9 +86,10 @@ def resolve_corpus(
 ) -> tuple[list[dict], list[dict], np.ndarray]:
     """Run corpus resolution in one Ray actor. Documents go in ``uri`` order, in batches of
     about ``batch_entities`` entities. Returns the per-document results and the canonical
-    entities (rows, vectors). With a generative model, twice: the second time with the
-    model's selections (one processor pass); selections without a usable answer keep the rule
-    and are added to ``errors`` (doc_id → messages)."""
+    entities (rows, vectors). With a generative model and questions, the model's selections
+    (one processor pass) are applied: by a second resolution when one changes a merge, else
+    by relabelling the first one's decisions (the same output); selections without a usable
+    answer keep the rule and are added to ``errors`` (doc_id → messages)."""
     answers = {} if config.models.generative else None
     results, rows, vectors, asked = _resolve_in_actor(
         index_dir, doc_rows, dim, config, batch_entities, answers
@@ -93,12 +97,17 @@ def resolve_corpus(
     if asked:
         from pipelines.er_selection import ask_selections
 
-        answers, failed = ask_selections(asked, config)
+        answers, failed = ask_selections(asked.asked, config)
         for doc_id, why in failed:
             (errors if errors is not None else {}).setdefault(doc_id, []).append(why)
-        results, rows, vectors, _ = _resolve_in_actor(
-            index_dir, doc_rows, dim, config, batch_entities, answers
-        )
+        if asked.changes(answers):
+            results, rows, vectors, _ = _resolve_in_actor(
+                index_dir, doc_rows, dim, config, batch_entities, answers
+            )
+        else:  # every answer is the rule's choice: the same merges, relabelled
+            results = [
+                dict(r, decisions=relabel_answered(r["decisions"], answers)) for r in results
+            ]
     return results, rows, vectors
 
 

@@ -489,6 +489,7 @@ class SelectionPhase:
     def __init__(self, answers: dict[str, int] | None = None) -> None:
         self.answers = answers or {}
         self.asked: dict[str, tuple[str, list[dict]]] = {}
+        self.sizes: dict[str, int] = {}  # key → how many candidates the question offered
         self.scope = ""  # who asks (the corpus resolver: the document being resolved)
 
     def __call__(self, name: str, candidates: list[Canonical], scores: list[float]) -> int | None:
@@ -496,4 +497,30 @@ class SelectionPhase:
         if key in self.answers:
             return self.answers[key]
         self.asked.setdefault(key, (self.scope, selection_messages(name, candidates)))
+        self.sizes[key] = len(candidates)
         return None
+
+    def changes(self, answers: dict[str, int]) -> bool:
+        """Whether ``answers`` to the questions asked change any merge of the resolution that
+        asked them. The rule merged into the first candidate; an answer 0 (or one beyond the
+        candidates, which ``Resolver`` ignores) merges there too and only relabels the
+        decision (``relabel_answered``); any other answer (another candidate, or -1: none)
+        changes the state every later decision sees."""
+        return any(
+            key in answers and answers[key] != 0 and answers[key] < self.sizes[key]
+            for key in self.asked
+        )
+
+
+def relabel_answered(decisions: list[dict], answers: dict[str, int]) -> list[dict]:
+    """The decisions (dicts of ``Decision``'s fields) of a resolution whose questions were
+    answered with the rule's own choice (``SelectionPhase.changes`` false): what a second
+    resolution with ``answers`` gives — the same merges, the answered ``select`` decisions
+    marked ``llm``."""
+    out = []
+    for decision in decisions:
+        key = "|".join([decision["new_name"], *decision["selected"]])
+        if decision["action"] == SELECT and key in answers:
+            decision = dict(decision, action=LLM)
+        out.append(decision)
+    return out
