@@ -161,6 +161,24 @@ def _stop_head(head: subprocess.Popen) -> None:
     head.wait(timeout=10)
 
 
+def _job_client(client_class, url: str, headers: dict):
+    """The Job API client of the head at ``url``. Ray's SDK lets ``RAY_ADDRESS`` override the
+    address it is given (``ray.dashboard.utils.get_address_for_submission_client``), and a test
+    session runs with ``RAY_ADDRESS=local`` (never another helper's cluster): the client then
+    looked for a local cluster ("Found multiple active Ray instances") and never reached the
+    head. ``RAY_API_SERVER_ADDRESS`` wins over ``RAY_ADDRESS``; it is set while the client is
+    built (the address is resolved once, there)."""
+    saved = os.environ.get("RAY_API_SERVER_ADDRESS")
+    os.environ["RAY_API_SERVER_ADDRESS"] = url
+    try:
+        return client_class(url, headers=headers)
+    finally:
+        if saved is None:
+            del os.environ["RAY_API_SERVER_ADDRESS"]
+        else:
+            os.environ["RAY_API_SERVER_ADDRESS"] = saved
+
+
 class Head:
     """A head node of its own (own temp dir and ports; never ``ray stop``, which would stop every
     Ray on the machine), and the Job API client of it. A head that exits while starting (a port
@@ -185,7 +203,7 @@ class Head:
             deadline = time.monotonic() + 180
             while self.process.poll() is None and time.monotonic() < deadline:
                 try:
-                    client = JobSubmissionClient(url, headers=headers)
+                    client = _job_client(JobSubmissionClient, url, headers)
                     client.list_jobs()
                     self.client = client
                     return
