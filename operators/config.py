@@ -70,8 +70,14 @@ class ModelConfig(Section):
     onnx_batch_size: int = Field(
         16,
         ge=1,
-        description="texts per ONNX Runtime run (embed_runtime onnx; onnx-int8 keeps "
-        "embed_batch_size), sorted by length (small batches pad least: 25% less CPU than 64)",
+        description="texts per ONNX Runtime run (embed_runtime onnx, onnx-int8), sorted by "
+        "word pieces, each batch padded to its longest (small batches pad least)",
+    )
+    onnx_batch_tokens: int = Field(
+        384,
+        ge=0,
+        description="a batch of short texts (entity names, sentences) holds more than "
+        "onnx_batch_size texts while texts x longest stays within this many word pieces",
     )
     torch_threads: int = Field(
         0,

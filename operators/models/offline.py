@@ -175,10 +175,8 @@ class OfflineBackend:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.config.embed_runtime != "torch" and self._device == "cpu":
             texts = [t or " " for t in texts]
-            # int8's activations are quantized per run: its batches stay those it was tested at
-            fp32 = self.config.embed_runtime == "onnx"
-            size = self.config.onnx_batch_size if fp32 else self.config.embed_batch_size
-            return self._onnx.encode(texts, size)
+            config = self.config
+            return self._onnx.encode(texts, config.onnx_batch_size, config.onnx_batch_tokens)
         vectors = self._embedder.encode(
             [t or " " for t in texts],
             batch_size=self.config.embed_batch_size,
