@@ -1,7 +1,8 @@
 """Nodes per second of the whole offline enrich stage, before and after, side by side in one run.
 
     python -m benchmarks.enrich_throughput [--corpus musique|hotpotqa|mmlongbench|hips]
-        [--docs N] [--workers 2] [--runs before,after,senter] [--before a579496]
+        [--docs N] [--workers 2] [--runs before,start,fp32,after,senter] [--before a579496]
+        [--start 447ff08]
 
 The documents are structured once in this process (probe, parse, section tree for PDFs; the
 passage rows for JSONL corpora: not timed). Each run then starts its own local Ray (``--workers``
@@ -13,11 +14,17 @@ vectors, resolution within each document. The runs:
   ``git archive``), with its original configuration: ``models.embed_runtime=torch`` (batches of
   64);
 - ``onnx``: the same old tree on ONNX Runtime (the default before this change);
-- ``after``: this tree with its defaults;
+- ``start``: the stage at ``--start`` (the beginning of the second round of this work) with
+  its defaults (ONNX fp32);
+- ``fp32``: this tree on ONNX fp32 (``models.embed_runtime=onnx``: today's vectors);
+- ``after``: this tree with its defaults (smoothed int8);
 - ``senter``: this tree with ``models.spacy_sentences=senter``.
 
 Printed per run: nodes/s over the stage's wall time (actors started and models loaded inside it,
-as in a job: ``wall s``) and over the time inside the stage's calls (the rows' ``embed`` +
+as in a job: ``wall s``); the seconds until the first batch reached a started actor (``start
+s``: actors, model child processes, models loaded) and nodes/s over the wall time after it (the
+rate of bulk indexing, where start-up is paid once per job); nodes/s over the time inside the
+stage's calls (the rows' ``embed`` +
 ``entities`` timings, divided by the workers: ``call s``); the CPU seconds of the calls
 (``CPU s``, all workers, with the model child process where the stage has one) and ``nodes/s*`` = nodes per CPU-second × workers, the rate with a
 core to each worker (on a shared machine the wall rates fall with the load; this one much
@@ -49,9 +56,12 @@ PDF_CORPORA = {
 }
 PASSAGE_CORPORA = ("musique", "hotpotqa")
 BEFORE = "a579496"  # main before the enrich speed work (issue 18 point 5)
+START = "447ff08"  # main at the start of the second round (stop 4): ONNX fp32, batched spaCy
 RUNS = {  # name: (tree, models overrides)
     "before": ("before", {"embed_runtime": "torch"}),
     "onnx": ("before", {"embed_runtime": "onnx"}),
+    "start": ("start", {}),
+    "fp32": ("here", {"embed_runtime": "onnx"}),
     "after": ("here", {}),
     "senter": ("here", {"spacy_sentences": "senter"}),
 }
@@ -109,13 +119,15 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
             return time.process_time() + times.user + times.system
 
         def __call__(self, batch):
-            cpu = self._cpu()
+            cpu, began = self._cpu(), time.time()
             out = super().__call__(batch)
             cpu = self._cpu() - cpu
             nodes = out.column("n_nodes").to_pylist()  # shared by node count
-            return out.append_column("cpu_s", [[cpu * n / max(1, sum(nodes)) for n in nodes]])
+            out = out.append_column("cpu_s", [[cpu * n / max(1, sum(nodes)) for n in nodes]])
+            call = [began, time.time(), os.getpid()]  # the call's span, per actor
+            return out.append_column("call", [[json.dumps(call)] * out.num_rows])
 
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time()
     blocks = max(1, len(rows) // per_batch)
     dataset = ray.data.from_items(rows, override_num_blocks=blocks)
     out = dataset.map_batches(CpuTimed, **args).take_all()
@@ -123,7 +135,10 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
     load = os.getloadavg()
     ray.shutdown()
     inside = cpu = 0.0
-    result: dict = {"wall": wall, "load": load, "docs": {}}
+    calls = {tuple(json.loads(row["call"])) for row in out}
+    first = min(c[0] for c in calls) - since  # actors and models started, first batch in
+    busy = sum(c[1] - c[0] for c in calls) / workers
+    result: dict = {"wall": wall, "load": load, "docs": {}, "first": first, "busy": busy}
     for row in out:
         timings = from_json(row["stage_timings"], {})
         inside += timings.get("embed", 0.0) + timings.get("entities", 0.0)
@@ -137,9 +152,10 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
         pickle.dump(result, f)
 
 
-def _tree(name: str, ref: str, scratch: Path) -> Path:
+def _tree(name: str, refs: dict[str, str], scratch: Path) -> Path:
     if name == "here":
         return ROOT
+    ref = refs[name]
     target = scratch / f"tree-{ref}"
     if not target.exists():
         target.mkdir()
@@ -163,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", default="before,after")
     parser.add_argument("--before", default=BEFORE, help="the commit whose stage is 'before'")
+    parser.add_argument("--start", default=START, help="the commit whose stage is 'start'")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -171,17 +188,18 @@ def main(argv: list[str] | None = None) -> None:
         return
     passages = args.corpus in PASSAGE_CORPORA
     rows = document_rows(args.corpus, args.docs or (512 if passages else 3))
-    # as the index job batches them: index.passages_per_enrich_batch / pdfs_per_enrich_batch
-    per_batch = max(1, len(rows) // (2 * args.workers)) if passages else 1
+    # as the index job batches them (index.passages_per_enrich_batch, 256 / pdfs_per_enrich_batch,
+    # 1), with at least two batches a worker
+    per_batch = min(256, max(1, len(rows) // (2 * args.workers))) if passages else 1
     n_nodes = sum(r["n_nodes"] for r in rows)
     print(
         f"corpus={args.corpus} documents={len(rows)} nodes={n_nodes} workers={args.workers} "
         f"documents/batch={per_batch} before={args.before}"
     )
     print(
-        f"{'run':<8}{'wall s':>7}{'nodes/s':>8}{'call s':>8}{'nodes/s':>8}{'CPU s':>7}"
-        f"{'nodes/s*':>9}{'wall':>8}{'CPU':>8}{'load':>6}{'min cos':>9}{'ents':>6}{'links':>6}"
-        f"{'rels':>6}{'diff':>5}{'dec':>5}",
+        f"{'run':<8}{'wall s':>7}{'nodes/s':>8}{'start s':>8}{'nodes/s':>8}{'call s':>8}"
+        f"{'nodes/s':>8}{'CPU s':>7}{'nodes/s*':>9}{'wall':>8}{'CPU':>8}{'load':>6}{'min cos':>9}"
+        f"{'ents':>6}{'links':>6}{'rels':>6}{'diff':>5}{'dec':>5}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="enrich-bench-") as scratch:
@@ -191,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
         first = None
         for name in args.runs.split(","):
             tree_name, overrides = RUNS[name]
-            tree = _tree(tree_name, args.before, Path(scratch))
+            refs = {"before": args.before, "start": args.start}
+            tree = _tree(tree_name, refs, Path(scratch))
             out_path = Path(scratch) / f"{name}.pkl"
             command = [sys.executable, str(Path(__file__).resolve()), "--child"]
             command += [str(rows_path), str(out_path), str(args.workers), str(per_batch)]
@@ -219,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
             entities, links, relations = _counts(result)
             print(
                 f"{name:<8}{result['wall']:>7.1f}{n_nodes / result['wall']:>8.1f}"
+                f"{result['first']:>8.1f}{n_nodes / (result['wall'] - result['first']):>8.1f}"
                 f"{result['inside']:>8.1f}{n_nodes / result['inside']:>8.1f}"
                 f"{result['cpu']:>7.1f}{n_nodes / result['cpu'] * args.workers:>9.1f}"
                 f"{first['wall'] / result['wall']:>7.2f}x{first['cpu'] / result['cpu']:>7.2f}x"

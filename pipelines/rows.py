@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from operators.graph.layout_graph import graph_columns
 from operators.kinds import OK
-from operators.structure.passages import Passage, passage_nodes
+
+if TYPE_CHECKING:  # the structure package imports PyMuPDF: not in a model process
+    from operators.structure.passages import Passage
 
 # A probed document (pipelines.structure_stage.probe_document), one row per page range to parse.
 PROBE_FIELDS = {
@@ -151,6 +153,8 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
 
 def passage_document_row(passage: Passage) -> dict:
     """The document row of a JSONL passage (the same fields as a parsed PDF's)."""
+    from operators.structure.passages import passage_nodes
+
     nodes, toc = passage_nodes(passage)
     node_dicts = [asdict(n) for n in nodes]
     return {

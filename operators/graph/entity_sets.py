@@ -13,7 +13,7 @@ part in neither resolution and keep a document-local id. One ``ResolverConfig`` 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def resolve_document(
     for r in extraction.relations:
         src, dst = slot_of[positions[r.source]], slot_of[positions[r.target]]
         if src != dst:
-            merged.relations.append(dict(asdict(r), source=src, target=dst))
+            merged.relations.append(dict(vars(r), source=src, target=dst))  # plain values
     return merged
 
 
