@@ -1,7 +1,7 @@
 """Nodes per second of the whole offline enrich stage, before and after, side by side in one run.
 
     python -m benchmarks.enrich_throughput [--corpus musique|hotpotqa|mmlongbench|hips]
-        [--docs N] [--workers 2] [--runs before,start,fp32,after,senter] [--before a579496]
+        [--docs N] [--workers 2] [--runs before,start,after,int8,senter] [--before a579496]
         [--start 447ff08]
 
 The documents are structured once in this process (probe, parse, section tree for PDFs; the
@@ -16,8 +16,8 @@ vectors, resolution within each document. The runs:
 - ``onnx``: the same old tree on ONNX Runtime (the default before this change);
 - ``start``: the stage at ``--start`` (the beginning of the second round of this work) with
   its defaults (ONNX fp32);
-- ``fp32``: this tree on ONNX fp32 (``models.embed_runtime=onnx``: today's vectors);
-- ``after``: this tree with its defaults (smoothed int8);
+- ``after``: this tree with its defaults (ONNX fp32: today's vectors);
+- ``int8``: this tree with ``models.embed_runtime=onnx-int8`` (smoothed int8, opt-in);
 - ``senter``: this tree with ``models.spacy_sentences=senter``.
 
 Printed per run: nodes/s over the stage's wall time (actors started and models loaded inside it,
@@ -61,8 +61,8 @@ RUNS = {  # name: (tree, models overrides)
     "before": ("before", {"embed_runtime": "torch"}),
     "onnx": ("before", {"embed_runtime": "onnx"}),
     "start": ("start", {}),
-    "fp32": ("here", {"embed_runtime": "onnx"}),
     "after": ("here", {}),
+    "int8": ("here", {"embed_runtime": "onnx-int8"}),
     "senter": ("here", {"spacy_sentences": "senter"}),
 }
 _ENTITY_COLUMNS = ("entities", "relations", "er_decisions")

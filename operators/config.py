@@ -85,10 +85,11 @@ class ModelConfig(Section):
         description="embedder threads (torch or ONNX Runtime); 0: OMP_NUM_THREADS/default",
     )
     embed_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
-        "onnx-int8",
+        "onnx",
         description="offline embedder on CPU: torch, onnx (same vectors, faster) or onnx-int8 "
-        "(smoothed int8: within cosine 0.99 of them, a third less CPU; README, Enrich "
-        "throughput); with embed_device cuda it runs torch",
+        "(smoothed int8: within cosine 0.99 of them, a third less embedding CPU, but 1-2 points "
+        "less dense page recall on MMLongBench: README, Enrich throughput); with embed_device "
+        "cuda it runs torch",
     )
     model_cache: str = Field(
         "", description="where ONNX exports are kept; empty: $BOOKINDEX_CACHE or ~/.cache/bookindex"
