@@ -35,6 +35,7 @@ def ray_session():
 
     if not ray.is_initialized():
         ray.init(
+            address="local",  # a Ray of its own: never join another cluster on this machine
             num_cpus=2,
             object_store_memory=400 * 1024 * 1024,
             include_dashboard=False,
@@ -75,18 +76,42 @@ def paper_index(ray_session, shared_data, tmp_path_factory) -> Path:
     return out
 
 
+HOTPOT_FIRST = 12  # passages of the shared HotpotQA index
+
+
 @pytest.fixture(scope="session")
-def hotpot_index(ray_session, shared_data, tmp_path_factory):
-    """``hotpot_index(name)``: a fresh index of the first 12 HotpotQA passages in a directory of
-    its own (each caller may change or damage its copy)."""
+def hotpot_corpus(shared_data, tmp_path_factory) -> Path:
+    """The first 12 HotpotQA passages as a corpus file of their own."""
+    root = tmp_path_factory.mktemp("hotpot_first")
+    corpus = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
+    first = corpus.read_text(encoding="utf-8").splitlines()[:HOTPOT_FIRST]
+    (root / "corpus.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
+    return root / "corpus.jsonl"
+
+
+@pytest.fixture(scope="session")
+def hotpot_built(ray_session, hotpot_corpus) -> Path:
+    """``hotpot_corpus`` indexed once per session (default configuration: vectors, entities).
+    Read it, never write it: a test that changes its index takes a copy (``hotpot_index``)."""
     from pipelines.index_pipeline import run_index
 
-    def build(name: str) -> Path:
+    out = hotpot_corpus.parent / "index"
+    summary = run_index([str(hotpot_corpus)], out)
+    assert (summary.ok, summary.failed) == (HOTPOT_FIRST, 0), summary.failures
+    assert summary.entities > 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def hotpot_index(hotpot_built, tmp_path_factory):
+    """``hotpot_index(name)``: a copy of ``hotpot_built`` in a directory of its own (each
+    caller may change or damage its copy). The index job runs once for all callers; a copy
+    of its directory is the same tables (its documents point at ``hotpot_corpus``)."""
+    import shutil
+
+    def copy(name: str) -> Path:
         root = tmp_path_factory.mktemp(name)
-        corpus = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
-        first = corpus.read_text(encoding="utf-8").splitlines()[:12]
-        (root / "corpus.jsonl").write_text("\n".join(first) + "\n", encoding="utf-8")
-        run_index([str(root / "corpus.jsonl")], root / "index")
+        shutil.copytree(hotpot_built, root / "index")
         return root / "index"
 
-    return build
+    return copy

@@ -192,7 +192,11 @@ class Head:
         self.process: subprocess.Popen | None = None
         self.client = None
         self.restarts = 0
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            raise
 
     def start(self) -> None:
         from ray.job_submission import JobSubmissionClient
@@ -201,16 +205,20 @@ class Head:
         for attempt in range(3):
             self.process, url = _start_head(self.temp, self.token)
             deadline = time.monotonic() + 180
+            error = None
             while self.process.poll() is None and time.monotonic() < deadline:
                 try:
                     client = _job_client(JobSubmissionClient, url, headers)
                     client.list_jobs()
                     self.client = client
                     return
-                except Exception:
+                except Exception as exc:
+                    error = exc
                     time.sleep(1)
             _stop_head(self.process)
-            assert attempt < 2, f"the head never served its job API (3 starts):\n{self.log()}"
+            assert attempt < 2, (
+                f"the head never served its job API (3 starts; last error {error!r}):\n{self.log()}"
+            )
 
     def restart(self) -> None:
         _stop_head(self.process)
@@ -226,13 +234,22 @@ class Head:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-@pytest.fixture
-def ray_head():
+@pytest.fixture(scope="module")
+def cluster_head():
+    """One head for the module's jobs (a head takes tens of seconds to serve its job API); each
+    test's jobs write an index of their own."""
     head = Head()
     try:
         yield head
     finally:
         head.stop()
+
+
+@pytest.fixture
+def ray_head(cluster_head):
+    """The module's head, allowed one restart in each test (``_run_job``)."""
+    cluster_head.restarts = 0
+    return cluster_head
 
 
 def _run_job(head: Head, entrypoint: str, timeout_s: float = 400) -> str:

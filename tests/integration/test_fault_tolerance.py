@@ -59,23 +59,23 @@ def _version(index_dir: Path, table: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def hotpot_split(shared_data, tmp_path_factory) -> tuple[Path, Path, list[dict]]:
-    """Two passage corpora: A (indexed first) and B (the update)."""
+def hotpot_split(shared_data, hotpot_corpus, tmp_path_factory) -> tuple[Path, Path, list[dict]]:
+    """Two passage corpora: A (indexed first: the session's ``hotpot_corpus``, passages 0-11)
+    and B (the update, passages 12-23)."""
     root = tmp_path_factory.mktemp("passages")
     lines = (shared_data / "multihop" / "hotpotqa" / "corpus.jsonl").read_text().splitlines()
-    a, b = root / "a.jsonl", root / "b.jsonl"
-    a.write_text("\n".join(lines[:12]) + "\n")
+    assert hotpot_corpus.read_text().splitlines() == lines[:12]
+    b = root / "b.jsonl"
     b.write_text("\n".join(lines[12:24]) + "\n")
-    return a, b, [json.loads(line) for line in lines[12:24]]
+    return hotpot_corpus, b, [json.loads(line) for line in lines[12:24]]
 
 
 @pytest.fixture(scope="module")
-def base_index(ray_session, hotpot_split, tmp_path_factory) -> Path:
-    """Corpus A indexed with entities (a committed state the later runs start from)."""
-    out = tmp_path_factory.mktemp("base") / "index"
-    summary = run_index([str(hotpot_split[0])], out, ENRICHED)
-    assert summary.ok == 12 and summary.entities > 0
-    return out
+def base_index(hotpot_built) -> Path:
+    """Corpus A indexed with entities (a committed state the later runs start from): the
+    session's ``hotpot_built``, which the tests copy before they change anything. (Built
+    with the default workers; the outcome does not depend on them, see ENRICHED.)"""
+    return hotpot_built
 
 
 # ---- (a) a worker killed mid-job -------------------------------------------------------------

@@ -24,8 +24,12 @@ from pipelines.structure_stage import plan_tasks
 
 @pytest.fixture(scope="module")
 def indexed(ray_session, sample_corpus, tmp_path_factory) -> tuple[Path, object]:
-    out = tmp_path_factory.mktemp("index")
-    summary = run_index([str(sample_corpus)], out)
+    """The sample corpus indexed once for the module, from a copy of its own (``corpus``
+    beside ``index``): the re-run test starts from this first run."""
+    root = tmp_path_factory.mktemp("index_job")
+    shutil.copytree(sample_corpus, root / "corpus")
+    out = root / "index"
+    summary = run_index([str(root / "corpus")], out)
     return out, summary
 
 
@@ -181,14 +185,24 @@ def test_tables_are_readable_by_lancedb_polars_and_ray(indexed, ray_session):
     assert ds.count() == 4
 
 
-def test_rerun_adds_nothing_and_a_changed_file_replaces_its_rows(
-    ray_session, sample_corpus, tmp_path
-):
-    corpus = tmp_path / "corpus"
-    shutil.copytree(sample_corpus, corpus)
+def test_rerun_adds_nothing_and_a_changed_file_replaces_its_rows(indexed, tmp_path):
+    """From the module's first run: a copy of its index, over the module's corpus (which this
+    test changes, and puts back as it was at the end)."""
+    first_out, first = indexed
+    corpus = first_out.parent / "corpus"
     out = tmp_path / "index"
-    first = run_index([str(corpus)], out)
+    shutil.copytree(first_out, out)
     assert first.ok == 4
+    original = tmp_path / "sample_03.original.pdf"
+    shutil.copy(corpus / "sample_03.pdf", original)
+    try:
+        _rerun_and_change(corpus, out, tmp_path)
+    finally:
+        shutil.copy(original, corpus / "sample_03.pdf")
+        (corpus / "added.pdf").unlink(missing_ok=True)
+
+
+def _rerun_and_change(corpus: Path, out: Path, tmp_path: Path) -> None:
     versions = {
         t: lance.dataset(lance_store.table_path(out, t)).version for t in (DOCUMENTS, NODES)
     }

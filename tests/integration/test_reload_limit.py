@@ -7,15 +7,12 @@ interval.)"""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import secrets
 import socket
 import time
 
 import httpx
 import pytest
-
-from pipelines.index_pipeline import run_index
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -24,7 +21,7 @@ APP = "reload_limit"
 
 
 @pytest.fixture(scope="module")
-def served(ray_session, shared_data, tmp_path_factory):
+def served(hotpot_index):
     from ray import serve
 
     from pipelines.serve_app import (
@@ -35,11 +32,7 @@ def served(ray_session, shared_data, tmp_path_factory):
         portable,
     )
 
-    root = tmp_path_factory.mktemp("reload_limit")
-    with (shared_data / "multihop" / "hotpotqa" / "corpus.jsonl").open(encoding="utf-8") as lines:
-        passages = "".join(itertools.islice(lines, 12))  # 12 HotpotQA passages
-    (root / "corpus.jsonl").write_text(passages, encoding="utf-8")
-    run_index([str(root / "corpus.jsonl")], root / "index")
+    root = hotpot_index("reload_limit").parent  # 12 HotpotQA passages
     (root / "token").write_text(TOKEN + "\n", encoding="utf-8")
     args = {"index": str(root / "index"), "device": "cpu"}
     args["serve"] = {"token_file": str(root / "token"), "reload_min_interval_s": GAP_S}
