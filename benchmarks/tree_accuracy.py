@@ -476,7 +476,7 @@ def run_cv(folds: int, seed: int, p4llm: str, cache_dir: Path | None, workers: i
     from benchmarks.train_section_model import cross_validate, cv_summary, format_cv
 
     books = load_books()
-    cv = cross_validate(books, folds, seed)
+    cv = cross_validate(books, folds, seed, workers=workers)
     summary = cv_summary(books, cv)
     summary["protocol"] = f"{folds} folds grouped by book, seed {seed}"
     preds: dict[str, dict[str, list]] = {m: dict(p) for m, p in cv.predictions.items()}

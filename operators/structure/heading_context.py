@@ -166,3 +166,76 @@ def context_features(
             prev_rank = rank
             kept_pages.add(pages[i])
     return out
+
+
+# Transition ("step") columns: a kept heading against the kept heading before it. With the
+# row's own columns they feed the step model, which predicts the level difference between the
+# two (``learned_filter.viterbi_levels`` combines it with the level model's probabilities).
+PAIR_FEATURE_NAMES: tuple[str, ...] = (
+    "pair_first",  # no kept heading before this one
+    "pair_size_diff",  # size ratio minus the previous one's
+    "pair_bold_diff",
+    "pair_italic_diff",
+    "pair_caps_diff",
+    "pair_same_style",
+    "pair_style_rank_diff",  # kept style rank minus the previous one's
+    "pair_size_rank_diff",
+    "pair_depth_diff",  # numbering depth minus the previous one's (0 when either is unnumbered)
+    "pair_same_kind",  # the same numbering kind (dotted, chapter, roman, letter, ...)
+    "pair_x0_diff",
+    "pair_space_above_diff",
+    "pair_page_gap",
+    "pair_word_numbered_diff",
+    "pair_part_diff",
+    "pair_matter_prev",
+    "pair_matter_diff",
+    "pair_prev_p",
+)
+STEP_FEATURE_NAMES: tuple[str, ...] = ALL_FEATURE_NAMES + PAIR_FEATURE_NAMES
+_A = {name: i for i, name in enumerate(ALL_FEATURE_NAMES)}
+_P = {name: i for i, name in enumerate(PAIR_FEATURE_NAMES)}
+_DIFFS = (
+    ("pair_size_diff", "size_ratio"),
+    ("pair_bold_diff", "bold"),
+    ("pair_italic_diff", "italic"),
+    ("pair_caps_diff", "caps"),
+    ("pair_style_rank_diff", "ctx_kept_style_rank"),
+    ("pair_size_rank_diff", "ctx_kept_size_rank"),
+    ("pair_x0_diff", "x0_rel"),
+    ("pair_space_above_diff", "space_above_em"),
+    ("pair_word_numbered_diff", "word_numbered"),
+    ("pair_part_diff", "is_part"),
+    ("pair_matter_diff", "matter_name"),
+)
+
+
+def step_features(
+    xa: np.ndarray, texts: list[str], pages: list[int], rows: list[int]
+) -> np.ndarray:
+    """Step-model rows for the headings ``rows`` (indexes into the augmented rows ``xa``, in
+    document order): each row's own columns and ``PAIR_FEATURE_NAMES`` against the one
+    before it in ``rows``."""
+    out = np.zeros((len(rows), len(STEP_FEATURE_NAMES)), dtype=np.float64)
+    base = len(ALL_FEATURE_NAMES)
+    prev = -1
+    for k, i in enumerate(rows):
+        out[k, :base] = xa[i]
+        pair = out[k, base:]
+        if prev < 0:
+            pair[_P["pair_first"]] = 1.0
+        else:
+            a, b = xa[i], xa[prev]
+            for name, col in _DIFFS:
+                pair[_P[name]] = a[_A[col]] - b[_A[col]]
+            pair[_P["pair_same_style"]] = _style(a[: len(FEATURE_NAMES)]) == _style(
+                b[: len(FEATURE_NAMES)]
+            )
+            da, db = a[_A["numbering_depth"]], b[_A["numbering_depth"]]
+            pair[_P["pair_depth_diff"]] = da - db if da > 0 and db > 0 else 0.0
+            ka, kb = numbering_key(texts[i]), numbering_key(texts[prev])
+            pair[_P["pair_same_kind"]] = ka is not None and kb is not None and ka[0] == kb[0]
+            pair[_P["pair_page_gap"]] = min(pages[i] - pages[prev], 50)
+            pair[_P["pair_matter_prev"]] = b[_A["matter_name"]]
+            pair[_P["pair_prev_p"]] = b[_A["ctx_p"]]
+        prev = i
+    return out

@@ -45,7 +45,21 @@ POOL_MAX_LINES = 3
 _DOTTED = re.compile(r"^\d{1,2}(\.\d{1,2})+")
 _LETTER_LABEL = re.compile(r"^(\(?[A-Za-z]\)|[A-Z]\.)\s+\S")
 _TAIL_NUMBER = re.compile(r"\s+([0-9]{1,4}|[ivxlc]{1,6})\s*$", re.I)
-
+_PART = re.compile(
+    r"^part\s+([0-9]{1,2}|[ivxlc]{1,6}|[a-z]|one|two|three|four|five|six|seven|eight|nine|ten)\b",
+    re.I,
+)
+# Front and back matter by name: the gold tables of contents set them at the top level.
+_MATTER = re.compile(
+    r"^(contents|table of contents|preface|foreword|acknowledge?ments?|introduction|abstract|"
+    r"summary|executive summary|abbreviations|list of (abbreviations|figures|tables|"
+    r"contributors|cases|authors)|notes on contributors|contributors|about the authors?|"
+    r"bibliography|references|index|glossary|appendix|appendices|annex(es)?|epilogue|"
+    r"prologue|conclusions?|afterword|dedication|notes)$"
+)
+_SHAPE_EDGE_NUMBER = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\b|\b([0-9]{1,4}|[ivxlc]{1,6})$")
+REPEAT_Y_TOL = 0.02  # share of the page height within which a repeat counts as the same place
+REPEAT_NEAR_PAGES = 3
 # Reasons the rule deciders give, one indicator feature each (others count as "other").
 RULE_REASONS = (
     "style",  # layout: kept in a style cluster
@@ -117,6 +131,11 @@ FEATURE_NAMES: tuple[str, ...] = (
     "front_matter",
     "never_heading",
     "same_text_count",
+    "repeat_same_y",
+    "repeat_near",
+    "is_part",
+    "doc_parts",
+    "matter_name",
     "is_candidate",
     "kind_list",
     "rule_level",
@@ -202,6 +221,31 @@ def _contents_text(blocks: list[Block]) -> str:
     return " | ".join(p for p in parts if p)
 
 
+def running_shape(text: str) -> str:
+    """Text as running heads repeat it: lower case, a page number at either end dropped,
+    other digits folded ("A. Project Summary 8" and "A. Project Summary 10" look alike)."""
+    text = _SHAPE_EDGE_NUMBER.sub("", normalise_title(text)).strip()
+    return re.sub(r"\d+", "#", text)
+
+
+def _shape_places(blocks: list[Block]) -> dict[str, list[tuple[int, float]]]:
+    """(page, top as a share of the page height) of every short block, by running shape."""
+    places: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for b in blocks:
+        if b.n_lines <= POOL_MAX_LINES and len(b.text) <= 200:
+            shape = running_shape(b.text)
+            if shape:
+                places[shape].append((b.page, b.y0 / max(b.page_height, 1.0)))
+    return places
+
+
+def _repeats(places: list[tuple[int, float]], page: int, y: float) -> tuple[int, int]:
+    """Other pages carrying the same shape at the same height, and within a few pages."""
+    same_y = {p for p, py in places if p != page and abs(py - y) <= REPEAT_Y_TOL}
+    near = {p for p, _ in places if p != page and abs(p - page) <= REPEAT_NEAR_PAGES}
+    return len(same_y), len(near)
+
+
 def candidate_features(
     candidates: list[Candidate],
     context: SectionContext,
@@ -253,6 +297,8 @@ def candidate_features(
     text_count = Counter(normalise_title(c.text) for c in candidates)
     contents = _contents_text(blocks)
     toc_pages = contents_pages(blocks) if contents else set()
+    places = _shape_places(blocks)
+    part_pages = {c.page for c in candidates if _PART.match(c.text.strip())}
 
     outline_prev = 0
     for pos, c in enumerate(candidates):
@@ -327,6 +373,13 @@ def candidate_features(
         row[_COL["front_matter"]] = bool(b.extra.get("front_matter"))
         row[_COL["never_heading"]] = bool(b.extra.get(NEVER_HEADING))
         row[_COL["same_text_count"]] = text_count[norm]
+        shape = running_shape(text)
+        same_y, near = _repeats(places.get(shape, []), b.page, b.y0 / max(b.page_height, 1.0))
+        row[_COL["repeat_same_y"]] = min(same_y, 50)
+        row[_COL["repeat_near"]] = near
+        row[_COL["is_part"]] = _PART.match(text) is not None
+        row[_COL["doc_parts"]] = min(len(part_pages), 30)
+        row[_COL["matter_name"]] = _MATTER.match(shape) is not None
         d = layout[pos]
         row[_COL["is_candidate"]] = b.kind == TITLE
         row[_COL["kind_list"]] = b.kind == LIST

@@ -32,8 +32,10 @@ import numpy as np
 from operators.kinds import MAX_LEVEL
 from operators.structure.heading_context import (
     ALL_FEATURE_NAMES,
+    STEP_FEATURE_NAMES,
     context_features,
     numbering_key,
+    step_features,
 )
 from operators.structure.heading_features import (
     FEATURE_NAMES,
@@ -55,7 +57,7 @@ from operators.structure.sections import (
 log = logging.getLogger(__name__)
 
 MODEL_PATH = Path(__file__).with_name("section_model.json")
-MODEL_FORMAT = "bookindex-section-model/2"
+MODEL_FORMAT = "bookindex-section-model/3"
 # The rules' verdicts for the document's title and its title page: the title is the tree's
 # root, never a section, whatever the model scores (some gold tables of contents list the
 # book's title as an entry; the product's convention is the root).
@@ -81,7 +83,7 @@ class TreeEnsemble:
     classes: tuple[int, ...]  # multiclass labels (binary: (0, 1))
 
     @classmethod
-    def from_json(cls, data: dict) -> TreeEnsemble:
+    def from_json(cls, data: dict, n_features: int = len(ALL_FEATURE_NAMES)) -> TreeEnsemble:
         trees = []
         for t in data["trees"]:
             feature = np.asarray(t["feature"], dtype=np.int64)
@@ -95,7 +97,7 @@ class TreeEnsemble:
             inner = left >= 0
             if (left[inner] >= n).any() or (right[inner] >= n).any():
                 raise ModelFileError("a tree points past its nodes")
-            if (feature[inner] < 0).any() or (feature[inner] >= len(ALL_FEATURE_NAMES)).any():
+            if (feature[inner] < 0).any() or (feature[inner] >= n_features).any():
                 raise ModelFileError("a tree uses an unknown feature")
             trees.append((feature, threshold, left, right, value))
         return cls(
@@ -137,22 +139,68 @@ class TreeEnsemble:
 class ModeModel:
     """One mode's models: the first-stage heading model (own evidence), the second-stage
     heading model and the level model (own evidence plus ``heading_context`` columns computed
-    from the first stage's probabilities), and the two thresholds."""
+    from the first stage's probabilities), the two thresholds, and (outline off) the step
+    model: the level difference between a kept heading and the kept heading before it."""
 
     heading: TreeEnsemble
     heading2: TreeEnsemble
     level: TreeEnsemble
     threshold: float
     threshold2: float
+    step: TreeEnsemble | None = None
 
     def score(
         self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Final heading probabilities and level probabilities of a document's pool rows."""
+        """Final heading probabilities and level probabilities of a document's pool rows.
+        With a step model the kept rows' levels are decoded jointly (``viterbi_levels``) and
+        their level probabilities are the decoded levels, one-hot."""
         p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
         p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
-        return p2, self.level.probability(xa)
+        level_probs = self.level.probability(xa)
+        if self.step is not None and len(p2):
+            kept = np.flatnonzero(p2 >= self.threshold2)
+            if len(kept):
+                step_probs = self.step.probability(step_features(xa, texts, pages, list(kept)))
+                decoded = viterbi_levels(
+                    level_probs[kept], self.level.classes, step_probs, self.step.classes
+                )
+                level_probs[kept] = 0.0
+                level_probs[kept, decoded] = 1.0
+        return p2, level_probs
+
+
+def viterbi_levels(
+    level_probs: np.ndarray,
+    level_classes: tuple[int, ...],
+    step_probs: np.ndarray,
+    step_classes: tuple[int, ...],
+) -> np.ndarray:
+    """The most likely level sequence of consecutive kept headings (indexes into
+    ``level_classes``): the level model's probability of each heading's level times the step
+    model's probability of the difference from the level before (differences beyond the step
+    classes count as the outermost class)."""
+    n, m = level_probs.shape
+    emit = np.log(np.clip(level_probs, 1e-9, 1.0))
+    step_log = np.log(np.clip(step_probs, 1e-9, 1.0))
+    levels = np.asarray(level_classes)
+    lo, hi = min(step_classes), max(step_classes)
+    col = {c: k for k, c in enumerate(step_classes)}
+    # trans_col[a, b]: the step class of moving from level a to level b
+    diff = np.clip(levels[None, :] - levels[:, None], lo, hi)
+    trans_col = np.vectorize(lambda d: col.get(int(d), 0))(diff)
+    score = emit[0].copy()
+    back = np.zeros((n, m), dtype=np.int64)
+    for k in range(1, n):
+        total = score[:, None] + step_log[k][trans_col]  # (from, to)
+        back[k] = np.argmax(total, axis=0)
+        score = total[back[k], np.arange(m)] + emit[k]
+    path = np.zeros(n, dtype=np.int64)
+    path[-1] = int(np.argmax(score))
+    for k in range(n - 1, 0, -1):
+        path[k - 1] = back[k, path[k]]
+    return path
 
 
 _COLON = FEATURE_NAMES.index("ends_colon")
@@ -220,6 +268,9 @@ def parse_model(data: dict) -> SectionModel:
                 level=TreeEnsemble.from_json(data["modes"][name]["level"]),
                 threshold=float(data["modes"][name]["threshold"]),
                 threshold2=float(data["modes"][name]["threshold2"]),
+                step=TreeEnsemble.from_json(data["modes"][name]["step"], len(STEP_FEATURE_NAMES))
+                if data["modes"][name].get("step")
+                else None,
             )
             for name in ("off", "on")
         }

@@ -51,3 +51,26 @@ def test_no_rows():
         0,
         len(CONTEXT_FEATURE_NAMES),
     )
+
+
+def test_step_features_compare_a_heading_with_the_kept_one_before():
+    from operators.structure.heading_context import (
+        ALL_FEATURE_NAMES,
+        PAIR_FEATURE_NAMES,
+        STEP_FEATURE_NAMES,
+        step_features,
+    )
+
+    texts = ["1 Introduction", "1.1 Scope", "Body-like line", "2 Remedies"]
+    x = _rows([1.6, 1.3, 1.0, 1.6], [1, 2, 0, 1])
+    p = np.array([0.9, 0.8, 0.1, 0.95])
+    xa = np.hstack([x, context_features(x, texts, [1, 1, 2, 9], p, 0.5)])
+    out = step_features(xa, texts, [1, 1, 2, 9], [0, 1, 3])
+    assert out.shape == (3, len(STEP_FEATURE_NAMES))
+    pair = {name: out[:, len(ALL_FEATURE_NAMES) + i] for i, name in enumerate(PAIR_FEATURE_NAMES)}
+    assert pair["pair_first"].tolist() == [1, 0, 0]
+    assert pair["pair_depth_diff"].tolist() == [0, 1, -1]
+    assert pair["pair_style_rank_diff"].tolist() == [0, 1, -1]
+    assert pair["pair_same_kind"].tolist() == [0, 1, 1]
+    assert pair["pair_page_gap"].tolist() == [0, 0, 8]
+    assert np.allclose(pair["pair_size_diff"], [0, -0.3, 0.3])

@@ -188,3 +188,20 @@ def test_llm_refiner_reviews_the_least_certain_first(shared_data):
     # The first batch holds the five least certain, the second the next five.
     assert max(margins[:5]) <= min(margins[5:]) + 0.01
     assert refiner.errors == []
+
+
+def test_viterbi_levels_follow_the_step_model_where_the_level_model_is_unsure():
+    import numpy as np
+
+    from operators.structure.learned_filter import viterbi_levels
+
+    classes = (1, 2, 3)
+    unsure = np.array([[0.6, 0.3, 0.1], [0.4, 0.35, 0.25], [0.4, 0.3, 0.3]])
+    steps = (-1, 0, 1)
+    deeper = np.array([[1 / 3, 1 / 3, 1 / 3], [0.05, 0.05, 0.9], [0.05, 0.05, 0.9]])
+    assert viterbi_levels(unsure, classes, deeper, steps).tolist() == [0, 1, 2]
+    flat = np.full((3, 3), 1 / 3)
+    assert viterbi_levels(unsure, classes, flat, steps).tolist() == [0, 0, 0]
+    # a sure level model wins over the step model
+    sure = np.array([[0.98, 0.01, 0.01]] * 3)
+    assert viterbi_levels(sure, classes, deeper, steps).tolist() == [0, 0, 0]
