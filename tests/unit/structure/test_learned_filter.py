@@ -205,3 +205,18 @@ def test_viterbi_levels_follow_the_step_model_where_the_level_model_is_unsure():
     # a sure level model wins over the step model
     sure = np.array([[0.98, 0.01, 0.01]] * 3)
     assert viterbi_levels(sure, classes, deeper, steps).tolist() == [0, 0, 0]
+
+
+def test_threshold_is_the_middle_of_the_near_best_plateau():
+    """Scores that separate headings from the rest anywhere between 0.3 and 0.6: every
+    threshold there gives the same F1, and the middle one is taken, not an edge."""
+    import numpy as np
+
+    from benchmarks.train_section_model import THRESHOLD_GRID, _best_threshold
+
+    p = np.array([0.1, 0.2, 0.25, 0.65, 0.8, 0.9])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    t = _best_threshold(p, y, n_gold=3)
+    flat = [g for g in THRESHOLD_GRID if 0.25 < g <= 0.65]
+    assert t == flat[len(flat) // 2]
+    assert 0.4 <= t <= 0.5
