@@ -148,6 +148,7 @@ class ModeModel:
     threshold: float
     threshold2: float
     step: TreeEnsemble | None = None
+    blend: bool = False  # the final score is the mean of both stages' (outline off)
 
     def score(
         self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
@@ -158,6 +159,8 @@ class ModeModel:
         p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
         p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
+        if self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
+            p2 = (p1 + p2) / 2.0
         level_probs = self.level.probability(xa)
         if self.step is not None and len(p2):
             kept = np.flatnonzero(p2 >= self.threshold2)
@@ -271,6 +274,7 @@ def parse_model(data: dict) -> SectionModel:
                 step=TreeEnsemble.from_json(data["modes"][name]["step"], len(STEP_FEATURE_NAMES))
                 if data["modes"][name].get("step")
                 else None,
+                blend=bool(data["modes"][name].get("blend", False)),
             )
             for name in ("off", "on")
         }
