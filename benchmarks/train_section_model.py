@@ -44,6 +44,7 @@ from operators.structure.learned_filter import (
     decide_with_scores,
     first_stage,
     not_sections,
+    row_prominences,
 )
 from operators.structure.sections import CONTINUES, Candidate, Decision
 
@@ -270,6 +271,7 @@ def predict_book(
     first_stage_only: bool = False,
     numbering_pass: str = NUMBERING_PASS,
     level_of_row: bool = False,
+    outline_levels: str = "below",
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
@@ -301,6 +303,8 @@ def predict_book(
         classes,
         threshold,
         numbering_pass,
+        outline_levels,
+        prominences=row_prominences(x),
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -357,6 +361,15 @@ def cross_validate(books: list[Book], n_folds: int, seed: int, verbose: bool = T
                     (
                         f"row levels-outline {mode}",
                         predict_book(b, models[mode], mode, False, "off", True),
+                    ),
+                    # outline on: the headings added between outline entries levelled among
+                    # themselves under the entry (learned_filter.decide_with_scores)
+                    *(
+                        (
+                            f"{variant} levels-outline {mode}",
+                            predict_book(b, models[mode], mode, outline_levels=variant),
+                        )
+                        for variant in (("stack", "style") if mode == "on" else ())
                     ),
                 ):
                     method = method.replace("-outline on", "+outline").replace(
