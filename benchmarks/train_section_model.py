@@ -271,7 +271,7 @@ def predict_book(
     first_stage_only: bool = False,
     numbering_pass: str = NUMBERING_PASS,
     level_of_row: bool = False,
-    outline_levels: str = "below",
+    outline_levels: str = "style",
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
@@ -362,14 +362,15 @@ def cross_validate(books: list[Book], n_folds: int, seed: int, verbose: bool = T
                         f"row levels-outline {mode}",
                         predict_book(b, models[mode], mode, False, "off", True),
                     ),
-                    # outline on: the headings added between outline entries levelled among
-                    # themselves under the entry (learned_filter.decide_with_scores)
+                    # outline on: the other ways to level the headings added between outline
+                    # entries (learned_filter.decide_with_scores; "style" is the default, chosen
+                    # over these on the outer folds: a selection among three, README)
                     *(
                         (
                             f"{variant} levels-outline {mode}",
                             predict_book(b, models[mode], mode, outline_levels=variant),
                         )
-                        for variant in (("stack", "style") if mode == "on" else ())
+                        for variant in (("below", "stack") if mode == "on" else ())
                     ),
                 ):
                     method = method.replace("-outline on", "+outline").replace(

@@ -257,7 +257,7 @@ def decide_with_scores(
     level_classes: tuple[int, ...],
     threshold: float,
     numbering_pass: str = "parent",
-    outline_levels: str = "below",
+    outline_levels: str = "style",
     prominences: list[tuple] | None = None,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
@@ -268,17 +268,17 @@ def decide_with_scores(
     continues a kept sibling ("2.4" after "2.3", "IV." after "III.") takes the sibling's level;
     "parent" does the first only; "off" neither.
 
-    With ``outline_levels`` "below" (the default) a heading kept after an outline entry is put
-    at least one level under it, at the level model's level otherwise. With "stack" the
+    With ``outline_levels`` "below" a heading kept after an outline entry is put at least one
+    level under it, at the level model's level otherwise. With "stack" the
     headings kept between two outline entries are levelled
     among themselves (``_below_outline``): the level model's levels order them, and they take
     consecutive levels under the entry, so a book whose bookmarks stop at chapters gets its
     sections at chapter + 1 and their subsections at + 2, whatever absolute level the model
-    guessed; "style" does the same but orders the added headings by how prominently they are
-    set (``prominences``, one key per candidate: ``row_prominences``) rather than by the level
-    model: a style less prominent than another added one sits below it. "stack" and "style"
-    are measured as ablations in the grouped CV (``benchmarks.train_section_model``); neither
-    is the default until all folds say it is better (the README has the figures)."""
+    guessed; "style" (the default; "stack" without ``prominences``) does the same but orders
+    the added headings by how prominently they are set (``prominences``, one key per
+    candidate: ``row_prominences``) rather than by the level model: a style less prominent than
+    another added one sits below it. "below" and "stack" are ablation rows of the grouped CV
+    (``benchmarks.train_section_model``)."""
     decisions: list[Decision] = []
     numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
     relative = (

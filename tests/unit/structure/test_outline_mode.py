@@ -39,17 +39,15 @@ def test_headings_added_under_an_entry_take_consecutive_levels():
     outline[0] = outline[5] = Decision(1, "outline entry")
     args = (_cands(len(model_levels)), layout, outline, np.ones(len(model_levels)), probs, classes)
     stack = [d.level for d in decide_with_scores(*args, 0.5, outline_levels="stack")]
-    below = [d.level for d in decide_with_scores(*args, 0.5)]
+    below = [d.level for d in decide_with_scores(*args, 0.5, outline_levels="below")]
     assert stack == [1, 2, 3, 3, 2, 1, 2]
     assert below == [1, 3, 5, 5, 3, 1, 4]
-    # by prominence ("style", given the rows' prominences): the level model's
+    # by prominence ("style", the default, given the rows' prominences): the level model's
     # order is overruled by how the headings are set: the bold 12 pt ones are the sections,
     # the 10 pt italic ones their subsections
     bold, italic = (2.0, True, False, True), (0.0, False, False, False)
     keys = [(6.0, True, False, True), italic, bold, italic, bold, (6.0, True, False, True), italic]
-    style = [
-        d.level for d in decide_with_scores(*args, 0.5, outline_levels="style", prominences=keys)
-    ]
+    style = [d.level for d in decide_with_scores(*args, 0.5, prominences=keys)]
     assert style == [1, 2, 2, 3, 2, 1, 2]
 
 
