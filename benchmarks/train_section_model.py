@@ -51,6 +51,7 @@ from operators.structure.learned_filter import (
     decide_with_scores,
     first_stage,
     not_sections,
+    row_prominences,
 )
 from operators.structure.sections import CONTINUES, Candidate, Decision
 
@@ -336,6 +337,7 @@ def predict_book(
     first_stage_only: bool = False,
     numbering_pass: str = NUMBERING_PASS,
     level_of_row: bool = False,
+    outline_levels: str = "style",
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
@@ -367,6 +369,8 @@ def predict_book(
         classes,
         threshold,
         numbering_pass,
+        outline_levels,
+        prominences=row_prominences(x),
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -441,6 +445,16 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                     [(f"step levels-outline {mode}", predict_book(b, with_step[mode], mode))]
                     if mode in with_step
                     else []
+                ),
+                # outline on: the other ways to level the headings added between outline
+                # entries (learned_filter.decide_with_scores; "style" is the default, chosen
+                # over these on the outer folds: a selection among three, README)
+                *(
+                    (
+                        f"{variant} levels-outline {mode}",
+                        predict_book(b, models[mode], mode, outline_levels=variant),
+                    )
+                    for variant in (("below", "stack") if mode == "on" else ())
                 ),
             ):
                 method = method.replace("-outline on", "+outline").replace(

@@ -312,6 +312,8 @@ def decide_with_scores(
     level_classes: tuple[int, ...],
     threshold: float,
     numbering_pass: str = "parent",
+    outline_levels: str = "style",
+    prominences: list[tuple] | None = None,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
     merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
@@ -319,13 +321,29 @@ def decide_with_scores(
     (at least one level deeper). With ``numbering_pass`` "full" numbered headings are kept
     consistent with their numbers: "2.3" goes one level below the kept "2", and a number that
     continues a kept sibling ("2.4" after "2.3", "IV." after "III.") takes the sibling's level;
-    "parent" does the first only; "off" neither."""
+    "parent" does the first only; "off" neither.
+
+    With ``outline_levels`` "below" a heading kept after an outline entry is put at least one
+    level under it, at the level model's level otherwise. With "stack" the
+    headings kept between two outline entries are levelled
+    among themselves (``_below_outline``): the level model's levels order them, and they take
+    consecutive levels under the entry, so a book whose bookmarks stop at chapters gets its
+    sections at chapter + 1 and their subsections at + 2, whatever absolute level the model
+    guessed; "style" (the default; "stack" without ``prominences``) does the same but orders
+    the added headings by how prominently they are set (``prominences``, one key per
+    candidate: ``row_prominences``) rather than by the level model: a style less prominent than
+    another added one sits below it. "below" and "stack" are ablation rows of the grouped CV
+    (``benchmarks.train_section_model``)."""
     decisions: list[Decision] = []
     numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
     relative = (
         [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
     )
+    if outline is not None and outline_levels == "style" and prominences is not None:
+        relative = _style_ranks(relative, layout, outline, p_heading, threshold, prominences)
     outline_level = 0  # level of the latest outline entry kept
+    # the headings kept since that entry: (the level model's level, the level given), deepest last
+    below: list[tuple[int, int]] = []
     for pos, _ in enumerate(candidates):
         p = float(p_heading[pos])
         if layout[pos].reason == CONTINUES:
@@ -334,20 +352,24 @@ def decide_with_scores(
         if p < threshold or layout[pos].reason in ROOT_REASONS:
             decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
             continue
-        level = min(max(relative[pos], 1), MAX_LEVEL)
+        level = model_level = min(max(relative[pos], 1), MAX_LEVEL)
         key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
+        by_number = False
         if key is not None:
             kind, parents, number = key
             if kind == "dotted" and parents and (kind, parents) in numbered:
-                level = min(numbered[(kind, parents)] + 1, MAX_LEVEL)
+                level, by_number = min(numbered[(kind, parents)] + 1, MAX_LEVEL), True
             elif numbering_pass == "full" and (kind, (*parents, number - 1)) in numbered:
-                level = numbered[(kind, (*parents, number - 1))]
+                level, by_number = numbered[(kind, (*parents, number - 1))], True
         reason = f"{LEARNED} (p={p:.2f})"
         if outline is not None:
             o = outline[pos]
             if o.reason == "outline entry" and o.level:
                 outline_level = level = o.level
+                below = []
                 reason = f"{LEARNED} outline entry (p={p:.2f})"
+            elif outline_level and outline_levels in ("stack", "style"):
+                level = _below_outline(below, outline_level, model_level, level, by_number)
             elif outline_level:
                 level = min(max(level, outline_level + 1), MAX_LEVEL)
         if key is not None:
@@ -357,6 +379,68 @@ def decide_with_scores(
             numbered[(key[0], full)] = level
         decisions.append(Decision(level, reason))
     return decisions
+
+
+_SIZE_DIFF = FEATURE_NAMES.index("size_diff")
+_BOLD = FEATURE_NAMES.index("bold")
+_CAPS = FEATURE_NAMES.index("caps")
+_ITALIC = FEATURE_NAMES.index("italic")
+
+
+def row_prominences(x: np.ndarray) -> list[tuple]:
+    """How prominently each feature row's candidate is set, as ``sections.prominence`` orders
+    styles (size against the body to half a point, bold, capitals, upright), from the row."""
+    return [
+        (round(float(r[_SIZE_DIFF]) * 2) / 2, bool(r[_BOLD]), bool(r[_CAPS]), not r[_ITALIC])
+        for r in x
+    ]
+
+
+def _style_ranks(
+    relative: list[int],
+    layout: list[Decision],
+    outline: list[Decision],
+    p_heading: np.ndarray,
+    threshold: float,
+    prominences: list[tuple],
+) -> list[int]:
+    """The level order of the headings kept that are not outline entries, by prominence: the
+    most prominent style kept is 1, the next 2, and so on (outline entries keep theirs)."""
+    kept = [
+        pos
+        for pos in range(len(relative))
+        if p_heading[pos] >= threshold
+        and layout[pos].reason != CONTINUES
+        and layout[pos].reason not in ROOT_REASONS
+        and outline[pos].reason != "outline entry"
+    ]
+    order = sorted({prominences[pos] for pos in kept}, reverse=True)
+    rank = {key: k + 1 for k, key in enumerate(order)}
+    out = list(relative)
+    for pos in kept:
+        out[pos] = min(rank[prominences[pos]], MAX_LEVEL)
+    return out
+
+
+def _below_outline(
+    below: list[tuple[int, int]], outline_level: int, model_level: int, level: int, by_number: bool
+) -> int:
+    """The level of a heading kept after an outline entry of ``outline_level``, given the
+    headings kept since that entry (``below``: (model level, level given), updated here): one
+    level under the nearest earlier heading the model puts shallower than this one, else one
+    under the entry; headings the model puts at the same level are siblings. A level fixed by
+    the heading's number (``by_number``) is kept, at least one under the entry."""
+    if by_number:
+        level = max(level, outline_level + 1)
+        while below and below[-1][1] >= level:
+            below.pop()
+    else:
+        while below and below[-1][0] >= model_level:
+            below.pop()
+        level = (below[-1][1] if below else outline_level) + 1
+    level = min(level, MAX_LEVEL)
+    below.append((model_level, level))
+    return level
 
 
 class LearnedSectionFilter:
@@ -392,6 +476,7 @@ class LearnedSectionFilter:
             level_probs,
             mode.level.classes,
             mode.threshold2,
+            prominences=row_prominences(feats.x),
         )
         decisions = [Decision(None, "unset") for _ in candidates]
         probabilities = [0.0 for _ in candidates]

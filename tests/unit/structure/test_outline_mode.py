@@ -1,0 +1,78 @@
+"""The learned filter with the PDF's outline used: the headings the model adds under the
+outline's entries are levelled consistently below them, ordered by how prominently they are
+set (``learned_filter.decide_with_scores``). Real HiPS books from the shared data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymupdf
+import pytest
+
+from operators.eval.heading_gold import load_hips_gold, match_headings
+from operators.structure.assemble import extract_headings
+from operators.structure.learned_filter import decide_with_scores
+from operators.structure.sections import Candidate, Decision
+from tests.unit.structure.test_learned_filter import _hips_pdf
+
+
+@pytest.fixture(scope="module")
+def aegis(shared_data):
+    """aegis-or-achilles-heel: a three-level outline (roman, "A.", "1.") whose bibliography
+    sub-headings ("Books and Journal Articles", ...) the outline does not list."""
+    return _hips_pdf(shared_data, "aegis-or-achilles-heel")
+
+
+def _cands(n: int) -> list[Candidate]:
+    return [Candidate(i, f"Heading {i}", i + 1, 10.0, False, False, 1, 0.0) for i in range(n)]
+
+
+def test_headings_added_under_an_entry_take_consecutive_levels():
+    """Under a chapter bookmark (level 1) the model keeps headings it puts at levels 3, 5,
+    5, 3: they become 2, 3, 3, 2 (sections and subsections of the chapter, no skipped
+    level); the next bookmark restarts the count. The old rule ("below") kept the gaps."""
+    model_levels = [1, 3, 5, 5, 3, 1, 4]
+    classes = (1, 2, 3, 4, 5, 6)
+    probs = np.zeros((len(model_levels), len(classes)))
+    probs[np.arange(len(model_levels)), [lv - 1 for lv in model_levels]] = 1.0
+    layout = [Decision(None, "unset")] * len(model_levels)
+    outline = [Decision(None, "unset")] * len(model_levels)
+    outline[0] = outline[5] = Decision(1, "outline entry")
+    args = (_cands(len(model_levels)), layout, outline, np.ones(len(model_levels)), probs, classes)
+    stack = [d.level for d in decide_with_scores(*args, 0.5, outline_levels="stack")]
+    below = [d.level for d in decide_with_scores(*args, 0.5, outline_levels="below")]
+    assert stack == [1, 2, 3, 3, 2, 1, 2]
+    assert below == [1, 3, 5, 5, 3, 1, 4]
+    # by prominence ("style", the default, given the rows' prominences): the level model's
+    # order is overruled by how the headings are set: the bold 12 pt ones are the sections,
+    # the 10 pt italic ones their subsections
+    bold, italic = (2.0, True, False, True), (0.0, False, False, False)
+    keys = [(6.0, True, False, True), italic, bold, italic, bold, (6.0, True, False, True), italic]
+    style = [d.level for d in decide_with_scores(*args, 0.5, prominences=keys)]
+    assert style == [1, 2, 2, 3, 2, 1, 2]
+
+
+def test_outline_on_keeps_bookmark_levels_and_adds_consistent_deeper_ones(aegis):
+    """The indexer's headings with the outline used: the bookmarks found in the text keep
+    the outline's levels, headings it adds sit under the bookmark before them and never more
+    than one level below the heading before them, and the bibliography's sub-headings the
+    outline omits are found."""
+    pdf = aegis
+    headings = extract_headings(str(pdf), use_outline=True)
+    gold = load_hips_gold(pdf.stem)
+    with pymupdf.open(str(pdf)) as doc:
+        outline = [(lv, t, p) for lv, t, p in doc.get_toc() if t.strip()]
+    from_outline = {m.pred_idx: outline[m.gold_idx][0] for m in match_headings(headings, outline)}
+    assert len(from_outline) >= 0.9 * len(outline)
+    assert all(headings[i][0] == level for i, level in from_outline.items())
+    last_entry = 0
+    for i, (level, _, _) in enumerate(headings):
+        if i in from_outline:
+            last_entry = level
+            continue
+        if last_entry:
+            assert level > last_entry, headings[i]
+        if i:
+            assert level <= headings[i - 1][0] + 1, headings[i]
+    found = match_headings(headings, gold)
+    titles = {gold[m.gold_idx][1] for m in found}
+    assert {"Books and Journal Articles", "Internet Sources"} <= titles
