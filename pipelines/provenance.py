@@ -53,7 +53,7 @@ from typing import Any
 from operators.config import BookindexConfig, ModelConfig
 from operators.graph import entities, layout_graph
 from operators.models.onnx_embedder import INT8_RECIPE
-from operators.parsing import parse
+from operators.parsing import parse, probe
 from operators.structure import assemble, passages
 from pipelines import enrich
 
@@ -154,11 +154,10 @@ def section_model_identity() -> str:
 
 @functools.lru_cache(maxsize=4)
 def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    """A file's sha256 (16 hex digits), read again when its mtime or size changes."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    except OSError:
-        return "missing"
+    """A file's sha256 (16 hex digits; ``probe.identify``, which hashes the corpus's files),
+    read again when its mtime or size changes."""
+    found = probe.identify([path])[0]
+    return found.doc_id[:16] if not found.error else "missing"
 
 
 def document_build(row: dict, config: BookindexConfig) -> str:
