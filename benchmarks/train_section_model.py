@@ -73,6 +73,11 @@ STAGE2_OWN_THRESHOLD = ("off",)
 # Outline off, levels are decoded jointly from the level model and a step model (the level
 # difference from the previous kept heading): ``learned_filter.viterbi_levels``.
 STEP_MODEL = False  # measured in the CV as an ablation ("step levels"): not better (README)
+# The modes whose kept headings of one style share one level (``learned_filter.
+# style_consensus``). Outline off only: outline on the bookmarks set the levels and the
+# headings added between them are levelled by style already ("style" levelling). Chosen on the
+# outer folds (the CV's "no consensus" row): a choice between two, said in the README.
+LEVEL_CONSENSUS = ("off",)
 HEADING_PARAMS = {
     "max_iter": 150,
     "learning_rate": 0.1,
@@ -296,6 +301,7 @@ def fit_mode(
         "threshold": threshold,
         "threshold2": threshold2,
         "blend": mode in STAGE2_OWN_THRESHOLD,
+        "consensus": mode in LEVEL_CONSENSUS,
     }
     if mode == "off" and with_step:  # outline on, the outline's levels lead (outline_filter)
         out["step"] = export_trees(_classifier(LEVEL_PARAMS, seed).fit(*_step_rows(books, xa)))
@@ -320,6 +326,7 @@ def mode_model(data: dict) -> ModeModel:
         if data.get("step")
         else None,
         blend=bool(data.get("blend", False)),
+        consensus=bool(data.get("consensus", False)),
     )
 
 
@@ -444,6 +451,16 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                 *(
                     [(f"step levels-outline {mode}", predict_book(b, with_step[mode], mode))]
                     if mode in with_step
+                    else []
+                ),
+                *(
+                    [
+                        (
+                            f"no consensus-outline {mode}",
+                            predict_book(b, {**models[mode], "consensus": False}, mode),
+                        )
+                    ]
+                    if mode in LEVEL_CONSENSUS
                     else []
                 ),
                 # outline on: the other ways to level the headings added between outline

@@ -90,7 +90,9 @@ def numbering_key(text: str) -> tuple[str, tuple[int, ...], int] | None:
     return None
 
 
-def _style(row: np.ndarray) -> tuple:
+def row_style(row: np.ndarray) -> tuple:
+    """A feature row's style key: size against the body (to 0.01), bold, italic, capitals,
+    and the typeface's share of the text (to 0.01)."""
     return (
         round(float(row[_F["size_ratio"]]), 2),
         bool(row[_F["bold"]]),
@@ -115,7 +117,7 @@ def context_features(
     if n == 0:
         return out
     kept = p_heading >= threshold
-    styles = [_style(row) for row in x]
+    styles = [row_style(row) for row in x]
     members: dict[tuple, list[int]] = defaultdict(list)
     for i, s in enumerate(styles):
         members[s].append(i)
@@ -227,7 +229,7 @@ def step_features(
             a, b = xa[i], xa[prev]
             for name, col in _DIFFS:
                 pair[_P[name]] = a[_A[col]] - b[_A[col]]
-            pair[_P["pair_same_style"]] = _style(a[: len(FEATURE_NAMES)]) == _style(
+            pair[_P["pair_same_style"]] = row_style(a[: len(FEATURE_NAMES)]) == row_style(
                 b[: len(FEATURE_NAMES)]
             )
             da, db = a[_A["numbering_depth"]], b[_A["numbering_depth"]]

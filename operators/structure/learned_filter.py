@@ -35,6 +35,7 @@ from operators.structure.heading_context import (
     STEP_FEATURE_NAMES,
     context_features,
     numbering_key,
+    row_style,
     step_features,
 )
 from operators.structure.heading_features import (
@@ -149,13 +150,17 @@ class ModeModel:
     threshold2: float
     step: TreeEnsemble | None = None
     blend: bool = False  # the final score is the mean of both stages' (outline off)
+    # the kept headings of one style share one level (``style_consensus``; outline off)
+    consensus: bool = False
 
     def score(
         self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Final heading probabilities and level probabilities of a document's pool rows.
         With a step model the kept rows' levels are decoded jointly (``viterbi_levels``) and
-        their level probabilities are the decoded levels, one-hot."""
+        their level probabilities are the decoded levels, one-hot; with ``consensus`` the kept
+        rows of one style take the level their style's members agree on
+        (``style_consensus``), one-hot."""
         p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
         p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
@@ -171,7 +176,28 @@ class ModeModel:
                 )
                 level_probs[kept] = 0.0
                 level_probs[kept, decoded] = 1.0
+        elif self.consensus and len(p2):
+            level_probs = style_consensus(level_probs, x, p2 >= self.threshold2)
         return p2, level_probs
+
+
+def style_consensus(level_probs: np.ndarray, x: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Level probabilities where the kept rows of one style (``heading_context.row_style``:
+    size against the body, weight, italics, capitals, typeface share) share one level: the
+    level that maximises the summed log probability over the style's kept members, one-hot.
+    A book sets each heading level in its own style, while the level model scores each row
+    alone and splits one style over two levels where its evidence is thin (sections of one
+    chapter at 3 and of the next at 4). Rows not kept are left as they are."""
+    out = level_probs.copy()
+    groups: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(kept):
+        groups.setdefault(row_style(x[i]), []).append(int(i))
+    log_p = np.log(np.clip(level_probs, 1e-9, 1.0))
+    for rows in groups.values():
+        level = int(np.argmax(log_p[rows].sum(axis=0)))
+        out[rows] = 0.0
+        out[rows, level] = 1.0
+    return out
 
 
 def viterbi_levels(
@@ -275,6 +301,7 @@ def parse_model(data: dict) -> SectionModel:
                 if data["modes"][name].get("step")
                 else None,
                 blend=bool(data["modes"][name].get("blend", False)),
+                consensus=bool(data["modes"][name].get("consensus", False)),
             )
             for name in ("off", "on")
         }

@@ -220,3 +220,33 @@ def test_threshold_is_the_middle_of_the_near_best_plateau():
     flat = [g for g in THRESHOLD_GRID if 0.25 < g <= 0.65]
     assert t == flat[len(flat) // 2]
     assert 0.4 <= t <= 0.5
+
+
+def test_style_consensus_gives_one_level_per_kept_style(small_books):
+    """On a real book's feature rows: the kept rows of one style end at one level, the one
+    their summed log probabilities favour, even where a row alone leans elsewhere; rows not
+    kept keep their probabilities."""
+    import numpy as np
+
+    from operators.structure.heading_context import row_style
+    from operators.structure.learned_filter import style_consensus
+
+    book = small_books[1]  # aegis-or-achilles-heel
+    x = book.x_off
+    kept = np.array([lv > 0 for lv in book.layout_level])
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4), size=len(x))
+    out = style_consensus(probs, x, kept)
+    assert np.array_equal(out[~kept], probs[~kept])
+    by_style: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(kept):
+        by_style.setdefault(row_style(x[i]), []).append(int(i))
+    assert len(by_style) >= 2  # several heading styles: the test says something
+    split = 0
+    for rows in by_style.values():
+        levels = {int(np.argmax(out[i])) for i in rows}
+        assert len(levels) == 1
+        assert levels == {int(np.argmax(np.log(probs[rows]).sum(axis=0)))}
+        assert np.allclose(out[rows].sum(axis=1), 1.0) and set(np.unique(out[rows])) <= {0.0, 1.0}
+        split += len({int(np.argmax(probs[i])) for i in rows}) > 1
+    assert split >= 1  # some style was split by its rows alone and is joined now
