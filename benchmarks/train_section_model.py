@@ -10,6 +10,7 @@ labels from ``benchmarks.section_data`` (cached). Per mode (outline off / on) tw
 ``sklearn.ensemble.HistGradientBoostingClassifier``: "is a heading" (binary, over every
 candidate but the continuation lines the rules join to a title) and "relative level" (1 = the
 book's top gold level, 4 = level 4 or deeper; over the candidates that are gold headings).
+Outline off the kept headings of one style then share one level (``LEVEL_CONSENSUS``).
 Fixed seed, no early stopping, no subsampling: same data and seed give the same bytes.
 
 Cross-validation: the books are split into ``--folds`` groups (seeded shuffle); each group's
