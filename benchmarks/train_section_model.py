@@ -10,7 +10,8 @@ labels from ``benchmarks.section_data`` (cached). Per mode (outline off / on) tw
 ``sklearn.ensemble.HistGradientBoostingClassifier``: "is a heading" (binary, over every
 candidate but the continuation lines the rules join to a title) and "relative level" (1 = the
 book's top gold level, 4 = level 4 or deeper; over the candidates that are gold headings).
-Outline off the kept headings of one style then share one level (``LEVEL_CONSENSUS``).
+Outline off the kept headings of one style then share one level where the training books'
+inner CV says it helps (``LEVEL_CONSENSUS``).
 Fixed seed, no early stopping, no subsampling: same data and seed give the same bytes.
 
 Cross-validation: the books are split into ``--folds`` groups (seeded shuffle); each group's
@@ -53,6 +54,7 @@ from operators.structure.learned_filter import (
     first_stage,
     not_sections,
     row_prominences,
+    style_consensus,
 )
 from operators.structure.sections import CONTINUES, Candidate, Decision
 
@@ -74,10 +76,11 @@ STAGE2_OWN_THRESHOLD = ("off",)
 # Outline off, levels are decoded jointly from the level model and a step model (the level
 # difference from the previous kept heading): ``learned_filter.viterbi_levels``.
 STEP_MODEL = False  # measured in the CV as an ablation ("step levels"): not better (README)
-# The modes whose kept headings of one style share one level (``learned_filter.
-# style_consensus``). Outline off only: outline on the bookmarks set the levels and the
-# headings added between them are levelled by style already ("style" levelling). Chosen on the
-# outer folds (the CV's "no consensus" row): a choice between two, said in the README.
+# The modes where the kept headings of one style may share one level (``learned_filter.
+# style_consensus``): each training set decides it on its own inner CV (``_consensus_helps``,
+# the same inner groups and out-of-fold scores as the final threshold), so the outer folds'
+# figure is nested. Outline off only: outline on the bookmarks set the levels and the headings
+# added between them are levelled by style already ("style" levelling).
 LEVEL_CONSENSUS = ("off",)
 HEADING_PARAMS = {
     "max_iter": 150,
@@ -278,6 +281,7 @@ def fit_mode(
     xa = [_augmented(b, xs[k], p1s[k], threshold) for k, b in enumerate(books)]
     heading2 = _classifier(HEADING_PARAMS, seed).fit(*_heading_rows(books, mode, xa))
     threshold2 = threshold
+    consensus = False  # without an inner CV there is no evidence for it
     if groups is not None and mode in STAGE2_OWN_THRESHOLD:
         # Stage 2's own threshold, from its out-of-fold scores over the same inner groups.
         p2s: list[np.ndarray] = [np.zeros(0)] * len(books)
@@ -294,6 +298,8 @@ def fit_mode(
             np.concatenate([b.label[k] for b, k in zip(books, keep, strict=True)]),
             n_gold,
         )
+        if mode in LEVEL_CONSENSUS:
+            consensus = _consensus_helps(books, xs, xa, p2s, threshold2, groups, seed)
     level = _classifier(LEVEL_PARAMS, seed).fit(*_level_rows(books, xa))
     out = {
         "heading": export_trees(heading),
@@ -302,7 +308,7 @@ def fit_mode(
         "threshold": threshold,
         "threshold2": threshold2,
         "blend": mode in STAGE2_OWN_THRESHOLD,
-        "consensus": mode in LEVEL_CONSENSUS,
+        "consensus": consensus,
     }
     if mode == "off" and with_step:  # outline on, the outline's levels lead (outline_filter)
         out["step"] = export_trees(_classifier(LEVEL_PARAMS, seed).fit(*_step_rows(books, xa)))
@@ -314,6 +320,46 @@ def fit_mode(
     if not np.allclose(ours2, heading2.predict_proba(x2)[:, 1], atol=1e-4):
         raise AssertionError("exported second-stage trees disagree with scikit-learn")
     return out
+
+
+def _consensus_helps(
+    books: list[Book],
+    xs: list[np.ndarray],
+    xa: list[np.ndarray],
+    p2s: list[np.ndarray],
+    threshold2: float,
+    groups: list[list[int]],
+    seed: int,
+) -> bool:
+    """Whether the style consensus of levels beats per-row levels inside these training books:
+    per inner group a level model fitted on the other groups, the group's books decided from
+    their out-of-fold final scores (``p2s``, ``threshold2``) both ways, level accuracy pooled."""
+    scores: dict[bool, list[dict]] = {False: [], True: []}
+    for test in groups:
+        train_idx = [i for i in range(len(books)) if i not in test]
+        level = _classifier(LEVEL_PARAMS, seed).fit(
+            *_level_rows([books[i] for i in train_idx], [xa[i] for i in train_idx])
+        )
+        classes = tuple(int(c) for c in level.classes_)
+        for i in test:
+            probs = level.predict_proba(xa[i])
+            for with_consensus in (False, True):
+                if with_consensus:
+                    probs = style_consensus(probs, xs[i], p2s[i] >= threshold2)
+                decisions = decide_with_scores(
+                    _candidates(books[i]),
+                    _layout(books[i]),
+                    None,
+                    p2s[i],
+                    probs,
+                    classes,
+                    threshold2,
+                    NUMBERING_PASS,
+                )
+                pred = headings_of(books[i], [(d.level or 0, d.reason) for d in decisions], False)
+                scores[with_consensus].append(score(pred, books[i].gold))
+    per_row, joint = (aggregate(scores[k])["level_acc"] or 0.0 for k in (False, True))
+    return joint > per_row
 
 
 def mode_model(data: dict) -> ModeModel:
@@ -454,15 +500,14 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                     if mode in with_step
                     else []
                 ),
+                # the levels with and without the style consensus, whichever the fold chose
                 *(
-                    [
-                        (
-                            f"no consensus-outline {mode}",
-                            predict_book(b, {**models[mode], "consensus": False}, mode),
-                        )
-                    ]
+                    (
+                        f"{name}-outline {mode}",
+                        predict_book(b, {**models[mode], "consensus": on}, mode),
+                    )
+                    for name, on in (("no consensus", False), ("consensus", True))
                     if mode in LEVEL_CONSENSUS
-                    else []
                 ),
                 # outline on: the other ways to level the headings added between outline
                 # entries (learned_filter.decide_with_scores; "style" is the default, chosen

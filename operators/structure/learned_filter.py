@@ -7,9 +7,9 @@ which title candidates are headings and at what level; the rules are features an
 ``section_model.json`` (trained by ``python -m benchmarks.train_section_model``, see there):
 one binary model "is this candidate a heading" and one multiclass model "its relative level"
 per mode (outline off / on). The model file is plain JSON (trees as arrays) evaluated with
-numpy here: loading it needs neither scikit-learn nor pickle. With the outline off (where the
-model file says ``consensus``) the kept headings of one style share one level
-(``style_consensus``).
+numpy here: loading it needs neither scikit-learn nor pickle. With the outline off, where the
+model file says ``consensus`` (training sets it when its inner CV favours it), the kept headings
+of one style share one level (``style_consensus``).
 
 With the outline on, the outline's entries keep the outline's levels (the model may still drop
 an entry it scores as furniture), outline entries no block carries are kept as the outline
