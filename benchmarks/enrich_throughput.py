@@ -1,8 +1,8 @@
 """Nodes per second of the whole offline enrich stage, before and after, side by side in one run.
 
     python -m benchmarks.enrich_throughput [--corpus musique|hotpotqa|mmlongbench|hips]
-        [--docs N] [--workers 2] [--runs before,start,after,int8,senter] [--before a579496]
-        [--start 447ff08]
+        [--docs N] [--workers 2] [--runs before,start,after,fp32,parser,int8]
+        [--before a579496] [--start 27632bb]
 
 The documents are structured once in this process (probe, parse, section tree for PDFs; the
 passage rows for JSONL corpora: not timed). Each run then starts its own local Ray (``--workers``
@@ -14,11 +14,12 @@ vectors, resolution within each document. The runs:
   ``git archive``), with its original configuration: ``models.embed_runtime=torch`` (batches of
   64);
 - ``onnx``: the same old tree on ONNX Runtime (the default before this change);
-- ``start``: the stage at ``--start`` (the beginning of the second round of this work) with
-  its defaults (ONNX fp32);
-- ``after``: this tree with its defaults (ONNX fp32: today's vectors);
-- ``int8``: this tree with ``models.embed_runtime=onnx-int8`` (smoothed int8, opt-in);
-- ``senter``: this tree with ``models.spacy_sentences=senter``.
+- ``start``: the stage at ``--start`` (the beginning of the third round of this work, stop 5)
+  with its defaults (ONNX fp32, spaCy's parser for sentence boundaries);
+- ``after``: this tree with its defaults (bfloat16 matrix products, spaCy's senter);
+- ``fp32``: this tree with ``models.embed_runtime=onnx`` (float32 ONNX Runtime: what bf16 saves);
+- ``parser``: this tree with ``models.spacy_sentences=parser`` (what the senter saves);
+- ``int8``: this tree with ``models.embed_runtime=onnx-int8`` (smoothed int8, opt-in).
 
 Printed per run: nodes/s over the stage's wall time (actors started and models loaded inside it,
 as in a job: ``wall s``); the seconds until the first batch reached a started actor (``start
@@ -56,14 +57,15 @@ PDF_CORPORA = {
 }
 PASSAGE_CORPORA = ("musique", "hotpotqa")
 BEFORE = "a579496"  # main before the enrich speed work (issue 18 point 5)
-START = "447ff08"  # main at the start of the second round (stop 4): ONNX fp32, batched spaCy
+START = "27632bb"  # main at the start of the third round (stop 5): ONNX fp32, spaCy's parser
 RUNS = {  # name: (tree, models overrides)
     "before": ("before", {"embed_runtime": "torch"}),
     "onnx": ("before", {"embed_runtime": "onnx"}),
     "start": ("start", {}),
     "after": ("here", {}),
+    "fp32": ("here", {"embed_runtime": "onnx"}),
+    "parser": ("here", {"spacy_sentences": "parser"}),
     "int8": ("here", {"embed_runtime": "onnx-int8"}),
-    "senter": ("here", {"spacy_sentences": "senter"}),
 }
 _ENTITY_COLUMNS = ("entities", "relations", "er_decisions")
 _GRAPH = ("entities", "relations")  # resolution's outcome (decisions also hold float scores)
@@ -194,7 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     n_nodes = sum(r["n_nodes"] for r in rows)
     print(
         f"corpus={args.corpus} documents={len(rows)} nodes={n_nodes} workers={args.workers} "
-        f"documents/batch={per_batch} before={args.before}"
+        f"documents/batch={per_batch} before={args.before} start={args.start} "
+        f"load={' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     print(
         f"{'run':<8}{'wall s':>7}{'nodes/s':>8}{'start s':>8}{'nodes/s':>8}{'call s':>8}"
