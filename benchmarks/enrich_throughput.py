@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from operators.config import BookindexConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 PDF_CORPORA = {
@@ -130,7 +132,9 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
             return out.append_column("call", [[json.dumps(call)] * out.num_rows])
 
     started, since = time.perf_counter(), time.time()
-    blocks = max(1, len(rows) // per_batch)
+    # blocks as the index job makes them (pipelines/index_pipeline.py: passages in
+    # min(rows, workers x 4) blocks, a PDF a block)
+    blocks = len(rows) if per_batch == 1 else min(len(rows), workers * 4)
     dataset = ray.data.from_items(rows, override_num_blocks=blocks)
     out = dataset.map_batches(CpuTimed, **args).take_all()
     wall = time.perf_counter() - started
@@ -190,9 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     passages = args.corpus in PASSAGE_CORPORA
     rows = document_rows(args.corpus, args.docs or (512 if passages else 3))
-    # as the index job batches them (index.passages_per_enrich_batch, 256 / pdfs_per_enrich_batch,
-    # 1), with at least two batches a worker
-    per_batch = min(256, max(1, len(rows) // (2 * args.workers))) if passages else 1
+    # as the index job batches them (index.passages_per_enrich_batch / pdfs_per_enrich_batch)
+    index = BookindexConfig().index
+    per_batch = index.passages_per_enrich_batch if passages else index.pdfs_per_enrich_batch
     n_nodes = sum(r["n_nodes"] for r in rows)
     print(
         f"corpus={args.corpus} documents={len(rows)} nodes={n_nodes} workers={args.workers} "
