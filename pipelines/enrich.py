@@ -2,79 +2,43 @@
 
 ``EnrichStage`` is a Ray Data UDF class over document rows (the output of the structure stage,
 pipelines/rows.py): its ``__init__`` starts a child process (pipelines/model_host.py) in which
-``EnrichWorker`` loads the configured models once per worker (and checks that they make vectors
-of the index's width); each call enriches one batch of documents there, within a time budget
-per document, and a document whose enrich crashes or stalls becomes a ``failed`` row alone.
-``enrich_args`` builds its ``map_batches`` arguments from the configuration: pool size
-(``index.enrich_workers``), GPUs per worker (``index.model_gpus``), documents per batch. It adds
-the ``ENRICH_FIELDS`` of pipelines/rows.py.
+``EnrichWorker`` (pipelines/enrich_worker.py) loads the configured models once per worker (and
+checks that they make vectors of the index's width); each call enriches one batch of documents
+there, within a time budget per document, and a document whose enrich crashes or stalls
+becomes a ``failed`` row alone. ``enrich_args`` builds its ``map_batches`` arguments from the
+configuration: pool size (``index.enrich_workers``), GPUs per worker (``index.model_gpus``),
+documents per batch. It adds the ``ENRICH_FIELDS`` of pipelines/rows.py.
+
+This module is what each actor imports (to unpickle ``EnrichStage``), so it holds no model,
+graph or configuration code: the actor imports pyarrow and the model host only, and starts its
+child at once; the child imports pipelines/enrich_worker.py (start-up is paid per worker).
 """
 
 from __future__ import annotations
 
-import json
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
-from operators.config import BookindexConfig, ModelConfig, ResolverConfig
-from operators.graph.entities import (
-    NodeExtraction,
-    extract_document,
-    extract_documents,
-    node_text,
-)
-from operators.graph.entity_sets import resolve_document
-from operators.graph.resolution import SelectionPhase, model_selector
-from operators.kinds import FAILED, ROOT, SECTION
-from operators.models import (
-    ModelError,
-    entities_from_answer,
-    is_generative,
-    load_backend,
-    load_reranker,
-)
+from operators.kinds import FAILED
 from operators.parsing.isolation import Isolated
-from operators.query.documents import chunk_sentences
-from pipelines.er_selection import entity_columns, stash_columns
 from pipelines.model_host import ModelHost
-from pipelines.model_stage import ModelStage, model_stage_args
-from pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
-from pipelines.run_stats import peak_memory_mb
+from pipelines.rows import ray_node_id
+
+if TYPE_CHECKING:
+    from operators.config import BookindexConfig
 
 # Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
 # (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
 BUILD_VERSION = 2
-ENTITY_ANSWERS = "llm_entities"  # pipelines/model_requests.py
-_EMBED_TEXT_CHARS = 2000
-
-
-def node_embedding_text(node: dict, heading: str = "") -> str:
-    """What a node's vector encodes: the title of a section, the caption and cells of a table
-    or figure, the text of a paragraph; ``heading`` (a passage's title) before the rest."""
-    if node["kind"] in (ROOT, SECTION):
-        return node.get("title") or ""
-    parts = [heading, node.get("title") or "", node.get("text") or "", node.get("summary") or ""]
-    return " ".join(p for p in parts if p)[:_EMBED_TEXT_CHARS]
-
-
-def embedding_texts(row: dict, nodes: list[dict]) -> list[str]:
-    """The texts one document's node vectors encode. A passage's paragraph is embedded with
-    the passage's title, "title text", as a user embeds a passage (the leaf itself has no
-    title: the root holds it); a PDF's leaves with their own text (and caption) alone."""
-    heading = ""
-    if row.get("source") == "passage":
-        heading = next((n.get("title") or "" for n in nodes if n["kind"] == ROOT), "")
-    return [node_embedding_text(n, heading) for n in nodes]
+WORKER = "pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
 
 
 class EnrichStage:
     """Document rows → the same rows with the enrich columns: the Ray Data UDF class. Its
-    models live in a child process (``pipelines.model_host``, an ``EnrichWorker`` there), so a
-    document whose enrich crashes or stalls (``timeout_s`` a document) fails alone: its row
-    becomes ``failed`` (stage ``enrich``, ``crashed: signal 11 (SIGSEGV)``, ``timed out after
+    models live in a child process (``pipelines.model_host``, an ``EnrichWorker`` of
+    pipelines/enrich_worker.py there), so a document whose enrich crashes or stalls
+    (``timeout_s`` a document) fails alone: its row becomes ``failed`` (stage ``enrich``, ``crashed: signal 11 (SIGSEGV)``, ``timed out after
     N s``), a crashed one after ``retries`` more tries, and the other documents are enriched.
     A document's budget: ``timeout_s`` plus ``per_node_s`` for each of its nodes."""
 
@@ -83,8 +47,7 @@ class EnrichStage:
     ) -> None:
         """``worker``: ``EnrichWorker``'s arguments (models, resolver, width, answers)."""
         worker["node"] = ray_node_id()  # the actor's node (the child has no Ray)
-        factory = "pipelines.enrich:EnrichWorker"
-        self.host = ModelHost(factory, worker, timeout_s, retries, per_node_s)
+        self.host = ModelHost(WORKER, worker, timeout_s, retries, per_node_s)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return self.host.call_isolated(batch, enrich_failed)
@@ -96,254 +59,6 @@ def enrich_failed(row: dict, exc: Isolated) -> dict:
     row = dict(row, status=FAILED, error=exc.reason, failure_stage="enrich", traceback=exc.trace)
     row.update(nodes="[]", n_nodes=0, n_sections=0, edges="[]", communities="{}")
     return row
-
-
-class EnrichWorker(ModelStage):
-    """Document rows → the same rows with the enrich columns; owns the models (in the process
-    that runs it: ``EnrichStage``'s child, or a test's process).
-
-    ``resolver``: ``ResolverConfig`` fields (resolution within each document); ``width``: the
-    width the index's vectors have (None: a new index, any width); ``node``: the Ray node the
-    stage runs on (for ``stage_nodes``)."""
-
-    def __init__(
-        self,
-        models: dict,
-        resolver: dict,
-        width: int | None = None,
-        answers: bool = False,
-        node: str | None = None,
-    ) -> None:
-        # answers: every generative call goes through ray.data.llm processors
-        # (pipelines/model_requests.py, pipelines/er_selection.py); this stage loads only what
-        # embeds (vllm's embedder is the offline one: no in-process engine)
-        if answers and models.get("backend") == "vllm":
-            models = {**models, "backend": "offline"}
-        super().__init__(models)
-        if width is not None and self.backend.dim != width:
-            raise ModelError(
-                f"the configured embedding model makes {self.backend.dim}-dimensional vectors "
-                f"and the index holds {width}-dimensional ones"
-            )
-        self.info = {"dim": self.backend.dim}
-        self.resolver = ResolverConfig(**resolver)
-        self.select = (
-            model_selector(self.backend) if is_generative(self.backend) and not answers else None
-        )
-        self.rerank = load_reranker(self.models)  # None: rescaled cosines
-        self.node = ray_node_id() if node is None else node
-        if hasattr(self.backend, "extract_entities_batch"):
-            self.extract = self.backend.extract_entities_batch
-        else:
-            self.extract = lambda texts: [self.backend.extract_entities(t) for t in texts]
-        # answers: the model's descriptions and entity answers arrive in the rows
-        # (pipelines/model_requests.py, ray.data.llm); the rules (spaCy) stand where they failed;
-        # ER selection is a later phase (pipelines/er_selection.py)
-        self.answers = answers
-        if answers:
-            self.rules = load_backend(ModelConfig(**{**models, "backend": "offline"}))
-
-    def warm_up(self) -> None:
-        """Load what the models load on first use (weights, pipelines), before any
-        document's time budget starts (``pipelines.model_host``)."""
-        self.backend.embed(["warm up"])
-        sentence = ["Ada Lovelace lived in London."]
-        if self.answers:  # the rules stand in where the model's answers failed
-            self.rules.extract_entities_batch(sentence)
-        elif self.select is None:  # the offline rules (a generative model is not called here)
-            self.extract(sentence)
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = batch.to_pylist()
-        tokens_before = self._tokens()
-        started = time.perf_counter()
-        node_lists = [from_json(r["nodes"]) if r["status"] != FAILED else [] for r in rows]
-        # a model's figure/table descriptions are in the nodes already (model_requests.py)
-        image_errors = [from_json(r.pop("model_errors", None), []) or [] for r in rows]
-        if self.answers:
-            extractors = [self._answered(r, n) for r, n in zip(rows, node_lists, strict=True)]
-        else:
-            extractors = [self.extract] * len(rows)
-        flat = [n for nodes in node_lists for n in nodes]
-        texts = [
-            t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
-        ]
-        counts, sentence_texts = self._sentence_texts(rows, node_lists)
-        extractions = self._extract(rows, node_lists, extractors)
-        extract_s = time.perf_counter() - started
-        t0 = time.perf_counter()
-        names = [e.name for x in extractions for e in x.entities]
-        # One embedding call for the batch's node texts, sentences and entity names, each
-        # distinct text once (a passage's title is its root's text and its TOPIC entity's name)
-        vectors, sentence_vectors, name_vectors = _split(
-            embed_distinct(self.backend, texts + sentence_texts + names),
-            [len(texts), len(sentence_texts), len(names)],
-        )
-        embed_s = time.perf_counter() - t0
-        batch_facts = {
-            "embed_s": embed_s,
-            "extract_s": extract_s,
-            "tokens": self._tokens() - tokens_before,
-            "memory_mb": peak_memory_mb(),
-            "n_nodes": len(flat),
-        }
-        out = []
-        node_offset = name_offset = sentence_offset = 0
-        for row, nodes, extraction, errors, doc_counts in zip(
-            rows, node_lists, extractions, image_errors, counts, strict=True
-        ):
-            extraction.errors[:0] = errors + row.pop("_errors", [])
-            doc_vectors = vectors[node_offset : node_offset + len(nodes)]
-            node_offset += len(nodes)
-            doc_names = name_vectors[name_offset : name_offset + len(extraction.entities)]
-            name_offset += len(extraction.entities)
-            n_sentences = sum(c for c in doc_counts if c)
-            doc_sentences = sentence_vectors[sentence_offset : sentence_offset + n_sentences]
-            sentence_offset += n_sentences
-            row = dict(
-                row,
-                sentence_counts=to_json(doc_counts),
-                sentence_vectors=encode_vectors(doc_sentences),
-            )
-            out.append(self._row(row, nodes, doc_vectors, extraction, doc_names, batch_facts))
-        return pa.Table.from_pylist(out)
-
-    def _extract(
-        self, rows: list[dict], node_lists: list[list[dict]], extractors: list
-    ) -> list[NodeExtraction]:
-        """Entities and relations of each document: one extraction call for the batch, unless
-        the rows carry the model's answers (each document its own extractor)."""
-        documents = [
-            (r["doc_id"], nodes, r.get("source") == "passage")
-            for r, nodes in zip(rows, node_lists, strict=True)
-        ]
-        if self.answers:
-            return [
-                extract_document(doc_id, nodes, extract, title_is_entity=title)
-                for (doc_id, nodes, title), extract in zip(documents, extractors, strict=True)
-            ]
-        return extract_documents(documents, self.extract)
-
-    @staticmethod
-    def _sentence_texts(
-        rows: list[dict], node_lists: list[list[dict]]
-    ) -> tuple[list[list[int | None]], list[str]]:
-        """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
-        time with the batch's other texts, so that a query embeds only its question: per
-        document the count per node (None: a PDF's node, whose leaf vector is the chunk's), and
-        the texts in node order."""
-        counts, texts = [], []
-        for row, nodes in zip(rows, node_lists, strict=True):
-            if row.get("source") != "passage":
-                counts.append([None] * len(nodes))
-                continue
-            found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
-            counts.append([len(f) for f in found])
-            texts += [t for f in found for t in f]
-        return counts, texts
-
-    def _answered(self, row: dict, nodes: list[dict]):
-        """The extraction of one document from the model's answers in ``row`` (one per node
-        text); nodes without a usable answer get the rules' entities, and their errors are
-        added to the row's ``model_errors``."""
-        answers = from_json(row.pop(ENTITY_ANSWERS, None), {}) or {}
-        by_text: dict[str, tuple[str, str, int]] = {}
-        for node in nodes:
-            found = answers.get(node["node_id"])
-            if found is not None:
-                by_text.setdefault(node_text(node), tuple(found))
-                if found[1]:
-                    row.setdefault("_errors", []).append(
-                        f"{node['node_id']}: entities: {found[1]} ({found[2]} attempt(s))"
-                    )
-
-        def extract(texts: list[str]) -> list:
-            results: list = [None] * len(texts)
-            missing = []
-            for i, text in enumerate(texts):
-                answer = by_text.get(text, ("", "", 0))[0]
-                if answer:
-                    try:
-                        results[i] = entities_from_answer(json.loads(answer))
-                        continue
-                    except ValueError:
-                        pass
-                missing.append(i)
-            if missing:
-                ruled = self.rules.extract_entities_batch([texts[i] for i in missing])
-                for i, result in zip(missing, ruled, strict=True):
-                    results[i] = result
-            return results
-
-        return extract
-
-    def _row(
-        self,
-        row: dict,
-        nodes: list[dict],
-        vectors: np.ndarray,
-        extraction: NodeExtraction,
-        name_vectors: np.ndarray,
-        batch: dict[str, Any],
-    ) -> dict:
-        """One document's enriched row; the batch's times and tokens shared by node count."""
-        t1 = time.perf_counter()
-        graph = self._document_graph(row["doc_id"], extraction, name_vectors)
-        timings = from_json(row.get("stage_timings"), {})
-        share = len(nodes) / max(1, batch["n_nodes"])
-        timings.update(
-            embed=round(batch["embed_s"] * share, 4),
-            entities=round(batch["extract_s"] * share + time.perf_counter() - t1, 4),
-        )
-        memory = from_json(row.get("stage_memory"), {})
-        memory_mb = batch["memory_mb"]
-        return dict(
-            row,
-            stage_memory=to_json(dict(memory, embed=memory_mb, entities=memory_mb)),
-            stage_tokens=to_json({"entities": round(batch["tokens"] * share)}),
-            nodes=to_json(nodes),  # with the figure descriptions, when a VLM made them
-            node_vectors=encode_vectors(vectors),
-            vector_width=self.backend.dim,
-            stage_timings=to_json(timings),
-            stage_nodes=to_json(dict(from_json(row.get("stage_nodes"), {}), enrich=self.node)),
-            **graph,
-        )
-
-    def _document_graph(
-        self, doc_id: str, extraction: NodeExtraction, name_vectors: np.ndarray
-    ) -> dict:
-        """Resolution within one document, as the row's entity columns; with ``answers``, the
-        questions for the model's selection phase are kept (``er_selection.stash_columns``)."""
-        phase = SelectionPhase() if self.answers else None
-        found = resolve_document(
-            doc_id, extraction, name_vectors, self.resolver, phase or self.select, self.rerank
-        )
-        return {
-            **entity_columns(found, name_vectors),
-            "enrich_errors": to_json(extraction.errors),
-            **(stash_columns(phase, extraction, name_vectors) if self.answers else {}),
-        }
-
-    def _tokens(self) -> int:
-        usage = getattr(self.backend, "usage", {})
-        return usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-
-
-def embed_distinct(backend, texts: list[str]) -> np.ndarray:
-    """``backend.embed(texts)`` with each distinct text embedded once (first-seen order, so
-    the same input gives the same call), its vector copied to every place it recurs."""
-    distinct = list(dict.fromkeys(texts))
-    if len(distinct) == len(texts):
-        return np.asarray(backend.embed(texts), np.float32)
-    place = {t: i for i, t in enumerate(distinct)}
-    vectors = np.asarray(backend.embed(distinct), np.float32)
-    return vectors[[place[t] for t in texts]]
-
-
-def _split(vectors: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
-    """``vectors`` cut into consecutive parts of ``sizes`` rows."""
-    ends = np.cumsum(sizes)
-    return [vectors[end - size : end] for size, end in zip(sizes, ends, strict=True)]
 
 
 def enrich_args(
@@ -358,6 +73,8 @@ def enrich_args(
     document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
     ``index.task_retries`` retries of a crash;
     ``answers``: the rows carry the model's answers (pipelines/model_requests.py)."""
+    from pipelines.model_stage import model_stage_args  # the driver's (models, configuration)
+
     args = model_stage_args(
         config,
         workers,

@@ -230,7 +230,7 @@ def apply_descriptions(batch: pa.Table) -> pa.Table:
 def model_answers(documents, config: BookindexConfig, partitions: int, enrich: bool = True):
     """``documents`` with the section refiner's decisions applied (their trees rebuilt), and,
     with ``enrich``, their figure and table descriptions in the nodes and the LLM's entity
-    answers in ``llm_entities`` (pipelines/enrich.py reads them)."""
+    answers in ``llm_entities`` (pipelines/enrich_worker.py reads them)."""
     documents = documents.materialize()  # read twice below: the structure stage runs once
     requests = documents.flat_map(section_requests).materialize()
     if requests.count():

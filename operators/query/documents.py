@@ -22,9 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from operators.graph.entity_linking import EntityLinker, sentences, strip_accents, title_links
+from operators.graph.entity_linking import (
+    EntityLinker,
+    sentences,
+    strip_accents,
+    title_links,
+)
 from operators.graph.resolution import normalise_name
-from operators.kinds import LEAF_KINDS
 from operators.query.read_model import ReadModel
 
 TITLE_ENTITY = "title:"  # id prefix of the title entities of a passage corpus
@@ -36,13 +40,6 @@ REINDEX = (
 
 class StaleIndexError(ValueError):
     """The index lacks what the query side needs (built by an older index job)."""
-
-
-def chunk_sentences(kind: str, text: str | None, title: str | None) -> list[str]:
-    """The chunks Chunk-Zoom ranks of one node of a passage: the sentences of a leaf's text
-    (else its title); none for a non-leaf. The index job embeds exactly these
-    (``pipelines.enrich``), the view splits them again when it reads the index."""
-    return sentences(text or title or "") if kind in LEAF_KINDS else []
 
 
 @dataclass

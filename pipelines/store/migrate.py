@@ -3,8 +3,8 @@
 ``add_sentence_vectors``: an index built before the index job stored the vectors of a passage's
 sentences (the chunks Chunk-Zoom ranks, ``nodes.sentence_vectors``) gets them: the committed
 passage documents' leaves are split as the index job splits them
-(``operators.query.documents.chunk_sentences``), embedded with the configured model (the width
-must be the index's), and the ``nodes`` table is written again as a new Lance version with the
+(``operators.graph.entity_linking.chunk_sentences``), embedded with the configured model (the
+width must be the index's), and the ``nodes`` table is written again as a new Lance version with the
 column (older versions stay readable by their version number). Nothing else changes.
 
     python -m jobs.migrate_index DIR
@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from operators.config import ConfigError
+from operators.graph.entity_linking import chunk_sentences
 from operators.models import ModelBackend
-from operators.query.documents import chunk_sentences
 from pipelines.store import lance_store, recovery
 from pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
 

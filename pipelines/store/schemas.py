@@ -67,8 +67,8 @@ def nodes_schema(dim: int | None) -> pa.Schema:
             ("bold", pa.bool_()),
             ("summary", pa.string()),
             ("vector", _vector(dim)),  # null when the job ran without enrich
-            # a passage leaf's sentences (operators.query.documents.chunk_sentences), in order;
-            # null for PDF nodes and without enrich
+            # a passage leaf's sentences (operators.graph.entity_linking.chunk_sentences), in
+            # order; null for PDF nodes and without enrich
             ("sentence_vectors", pa.list_(_vector(dim))),
         ]
     )

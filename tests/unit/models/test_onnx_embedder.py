@@ -71,7 +71,7 @@ def test_sorted_batches_give_the_one_by_one_vectors(texts, tmp_path_factory) -> 
     """Batches cut by word pieces and padded to their own longest text: each text's vector is
     the one it gets alone (no padding at all), in the input's order."""
     cache = str(tmp_path_factory.mktemp("onnx"))
-    embedder = OfflineBackend(ModelConfig(embed_runtime="onnx", model_cache=cache))._onnx
+    embedder = OfflineBackend(ModelConfig(embed_runtime="onnx", model_cache=cache))._encoder
     mixed = [*texts, *(t.split(".")[0] for t in texts[:20])]
     together = embedder.encode(mixed, 16, 384)
     alone = np.concatenate([embedder.encode([t], 1) for t in mixed])

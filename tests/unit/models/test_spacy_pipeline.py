@@ -1,6 +1,7 @@
 """The offline NER pipeline leaves out the components that feed neither NER nor the sentence
 boundaries, and gives exactly the entities and sentences of the full packaged pipeline on real
-MuSiQue passages; ``spacy_sentences=senter`` swaps the parser for the senter."""
+MuSiQue passages (``spacy_sentences=parser``); the default, ``senter``, swaps the parser for the
+senter."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def full(texts):
 
 
 def test_trimmed_pipeline_gives_the_full_pipelines_entities_and_sentences(texts, full) -> None:
-    backend = OfflineBackend(ModelConfig())
+    backend = OfflineBackend(ModelConfig(spacy_sentences="parser"))
     assert backend._nlp.pipe_names == ["tok2vec", "parser", "ner"]
     docs = list(backend._nlp.pipe(texts))
     assert [[s.text for s in d.sents] for d in docs] == [[s.text for s in d.sents] for d in full]
@@ -39,7 +40,8 @@ def test_trimmed_pipeline_gives_the_full_pipelines_entities_and_sentences(texts,
 
 
 def test_senter_pipeline_keeps_nearly_all_entities(texts, full) -> None:
-    backend = OfflineBackend(ModelConfig(spacy_sentences="senter"))
+    backend = OfflineBackend(ModelConfig())  # the default
+    assert ModelConfig().spacy_sentences == "senter"
     assert backend._nlp.pipe_names == ["senter", "ner"]
     found = backend.extract_entities_batch(texts)
     names = {(i, e.name) for i, (entities, _) in enumerate(found) for e in entities}

@@ -8,7 +8,7 @@ import numpy as np
 from operators.config import ModelConfig
 from operators.models.offline import OfflineBackend
 from operators.structure.passages import read_passages
-from pipelines.enrich import _split, embed_distinct
+from pipelines.enrich_worker import _split, embed_distinct
 from tests.unit.graph.test_extract_documents import CORPUS
 
 

@@ -1,11 +1,11 @@
-"""What the enrich stage embeds (pipelines/enrich.embedding_texts): a passage as a user embeds
+"""What the enrich stage embeds (pipelines/enrich_worker.embedding_texts): a passage as a user embeds
 it, "title text"; a PDF's leaves with their own text."""
 
 from __future__ import annotations
 
 from operators.kinds import ROOT
 from operators.structure.passages import read_passages
-from pipelines.enrich import embedding_texts
+from pipelines.enrich_worker import embedding_texts
 from pipelines.rows import from_json, passage_document_row
 
 

@@ -1,6 +1,8 @@
-"""The enrich stage's model process (``python -m pipelines.model_host`` building
-``pipelines.enrich:EnrichWorker``) starts without PyMuPDF and the structure stage: every
-worker pays its imports at start-up, once in the actor and once in its child."""
+"""Every enrich worker pays its imports at start-up, once in the actor and once in its model
+process, so each imports only what it runs: the actor (``pipelines.enrich``, unpickling
+``EnrichStage``) the model host and no model, graph or configuration code; the model process
+(``python -m pipelines.model_host`` building ``pipelines.enrich_worker:EnrichWorker``) neither
+PyMuPDF and the structure stage nor the query side (scipy, polars)."""
 
 from __future__ import annotations
 
@@ -11,16 +13,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_the_enrich_worker_imports_no_pdf_stack() -> None:
-    probe = (
-        "import sys, pipelines.enrich, pipelines.model_host; "
-        "print(sorted(m for m in ('pymupdf', 'fitz', 'pipelines.structure_stage', "
-        "'pipelines.model_requests', 'operators.parsing.parse') if m in sys.modules))"
-    )
+def _imported(modules: str, watched: tuple[str, ...]) -> list[str]:
+    """Which of ``watched`` a fresh interpreter has after importing ``modules``."""
+    probe = f"import sys, {modules}; print(sorted(m for m in {watched!r} if m in sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert done.stdout.strip() == "[]"
+    return eval(done.stdout)  # noqa: S307 (a list of module names printed above)
+
+
+def test_the_enrich_worker_imports_no_pdf_stack_and_no_query_side() -> None:
+    watched = ("pymupdf", "fitz", "pipelines.structure_stage", "pipelines.model_requests")
+    watched += ("operators.parsing.parse", "operators.query.documents", "scipy", "polars")
+    assert _imported("pipelines.enrich_worker, pipelines.model_host", watched) == []
     # the lazily imported paths still work where they are called
     from operators.structure.passages import read_passages
     from pipelines.er_selection import _requests  # noqa: F401
@@ -29,3 +34,15 @@ def test_the_enrich_worker_imports_no_pdf_stack() -> None:
     corpus = ROOT.parent / "shared" / "data" / "multihop" / "musique" / "corpus.jsonl"
     row = passage_document_row(read_passages(str(corpus))[0])
     assert row["n_nodes"] == 2 and row["source"] == "passage"
+
+
+def test_the_enrich_actor_imports_no_model_code() -> None:
+    watched = ("pipelines.enrich_worker", "operators.models", "operators.config", "pydantic")
+    watched += ("operators.graph.entity_sets", "pipelines.model_stage", "scipy")
+    assert _imported("pipelines.enrich", watched) == []
+    # the worker the actor's child builds is the enrich worker
+    from pipelines.enrich import WORKER
+    from pipelines.enrich_worker import EnrichWorker
+    from pipelines.model_host import _load
+
+    assert _load(WORKER) is EnrichWorker

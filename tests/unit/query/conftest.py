@@ -60,7 +60,7 @@ def index_pdfs(paths: list[str]) -> list[dict]:
     """PDFs through the index job's stage functions, in this process: enriched document rows."""
     from operators.config import ResolverConfig
     from operators.parsing.probe import identify
-    from pipelines.enrich import EnrichWorker
+    from pipelines.enrich_worker import EnrichWorker
     from pipelines.structure_stage import index_documents, probe_document
 
     probed = [
