@@ -36,7 +36,7 @@ _MONO_FONT = re.compile(
     re.IGNORECASE,
 )
 # Bumped by a change to the blocks this module returns (pipelines/provenance.py: the rule).
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: a heading's line cut off the paragraph it opens
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 
 
@@ -236,13 +236,30 @@ _DOTTED_NUMBER = re.compile(r"^\d{1,2}(\.\d{1,2})+\.?$")
 _SECTION_NUMBER_ONLY = re.compile(r"^\d{1,2}(\.\d{1,2})*\.?$")  # "2", "2.1", "3.2.1."
 
 
+# A heading's own line at the head of the paragraph it opens, set in the paragraph's face
+# ("1.2.1.1 Banks' role in the extension of credit" / "Banks serve as engines …"): a section
+# number (dotted, roman, a letter or an arabic number with a stop) followed by a capital, or a
+# line in capitals.
+_HEADING_NUMBER = re.compile(
+    r"^(\d{1,2}(\.\d{1,2})+\.?|[IVXL]{1,6}\.|[A-Za-z]\.|\([a-z]\)|\d{1,2}\.)\s+(?=\S)"
+)
+_CLOSERS = "\u201d\u2019\"')]*\u2014 "
+
+
 def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
-    """A section number set apart on the left ("1.1.1.1") whose title is the first line of
-    the paragraph beside it: cut that line off as a block of its own, joined to the number
-    later by ``_join_same_line``. Only when the line stops short of the paragraph's right
-    edge (a justified text line reaches it). A cut can leave the next heading's number as
-    the rest of the block ("Post-Kyoto Efforts and Outcomes" / "3.2.2.2.1"), so this runs
-    again until nothing changes."""
+    """Cut a paragraph's first line off as a block of its own when it is a heading's line:
+
+    * a section number set apart on the left ("1.1.1.1") whose title is the first line of
+      the paragraph beside it (joined to the number later by ``_join_same_line``);
+    * a first line that reads as a heading by itself (``heading_line``): a section number
+      and a capital ("1.2.1.1 Banks' role in the extension of credit", "I. Background",
+      "a. The controller") or a line in capitals ("DISCUSSION"), the paragraph going on in
+      the same face on the next line.
+
+    Only when the line stops short of the paragraph's right edge (a justified text line
+    reaches it): the line was broken on purpose. A cut can leave the next heading's number
+    as the rest of the block ("Post-Kyoto Efforts and Outcomes" / "3.2.2.2.1"), so this
+    runs again until nothing changes."""
     for _ in range(4):
         split = _split_once(blocks)
         if len(split) == len(blocks):
@@ -251,22 +268,38 @@ def _split_numbered_first_lines(blocks: list[Block]) -> list[Block]:
     return blocks
 
 
+def heading_line(text: str) -> bool:
+    """A paragraph's first line that reads as a heading of its own: a section number and a
+    capital, or capitals; at most 20 words; not ending like a sentence, a list entry or a
+    contents line (a stop, comma, semicolon, colon or page number, quotes aside)."""
+    text = text.strip()
+    core = text.rstrip(_CLOSERS)
+    if not core or not 1 <= len(text.split()) <= 20:
+        return False
+    if core.endswith((".", ",", ";", ":")) or core[-1].isdigit():
+        return False
+    m = _HEADING_NUMBER.match(text)
+    if m:
+        return text[m.end() :][:1].isupper()
+    letters = [c for c in text if c.isalpha()]
+    return len(letters) >= 4 and all(c.isupper() for c in letters)
+
+
 def _split_once(blocks: list[Block]) -> list[Block]:
     numbers = [b for b in blocks if b.n_lines == 1 and _DOTTED_NUMBER.match(b.text)]
-    if not numbers:
-        return blocks
     out: list[Block] = []
     for b in blocks:
         first = b.extra.get("first_line")
-        if not (first and b.n_lines > 1):
+        if not (first and b.n_lines > 1 and b.kind == TEXT):
             out.append(b)
             continue
         text, (fx0, _, fx1, fy1) = first
-        near = max(2.0, 0.4 * b.font_size)
-        if not any(abs(n.y0 - b.y0) < near and 0 <= fx0 - n.x1 < 80 for n in numbers):
+        if fx1 > b.x1 - 1.5 * b.font_size or not b.text.startswith(text):
             out.append(b)
             continue
-        if fx1 > b.x1 - 1.5 * b.font_size or not b.text.startswith(text):
+        near = max(2.0, 0.4 * b.font_size)
+        beside_number = any(abs(n.y0 - b.y0) < near and 0 <= fx0 - n.x1 < 80 for n in numbers)
+        if not (beside_number or (not b.mono and heading_line(text))):
             out.append(b)
             continue
         title = dataclasses.replace(b, text=text, x0=fx0, x1=fx1, y1=fy1, n_lines=1, extra={})
