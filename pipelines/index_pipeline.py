@@ -67,6 +67,7 @@ from pipelines.structure_stage import (
     parse_range,
     plan_tasks,
     probe_document,
+    split_limit,
     structure_args,
 )
 
@@ -404,7 +405,8 @@ class _RayRun:
             if f.doc_id not in passages
         ]
         texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
-        parts = [(books, index.pdfs_per_enrich_batch) for books in self._pdf_parts(pdfs)]
+        books = self._pdf_documents(pdfs)
+        parts = [(books, index.pdfs_per_enrich_batch)] if books is not None else []
         if texts:
             blocks = min(len(texts), self.workers * 4)
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
@@ -428,11 +430,14 @@ class _RayRun:
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 
-    def _pdf_parts(self, pdfs: list[dict]) -> list:
+    def _pdf_documents(self, pdfs: list[dict]):
         """Probe first (page counts, status, metadata: small rows back to the driver), then
-        plan: one task per book, page ranges only for books long against the run."""
+        plan: one task per book, page ranges only for books long against the run, and the
+        books with pages to OCR. One dataset of document rows (None without PDFs): its parts
+        run in one streaming execution, so that the OCR workers' start-up and the grouping
+        of the OCR books overlap the other books' tasks instead of running before them."""
         if not pdfs:
-            return []
+            return None
         ray = self.ray
         limits, retries = Limits.of(self.config), bounded_retries(self.config)
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
@@ -446,7 +451,8 @@ class _RayRun:
                 nothing_to_read(probed)
             scanned = {r["doc_id"] for r in pages}
             plain = [r for r in probed if r["doc_id"] not in scanned]
-            whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers)
+            limit = split_limit(probed, self.config.index.pages_per_task, self.workers)
+            whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers, limit)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
             phase["ocr_pages"] = len(pages)
         parts = []
@@ -462,23 +468,25 @@ class _RayRun:
             grouped = split.groupby("doc_id", num_partitions=self.workers)
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
         if pages:
-            parts.append(self._ocr_part(probed, scanned, pages))
-        return parts
+            parts.append(self._ocr_part(probed, scanned, pages, limit))
+        return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
-    def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict]):
-        """Documents with pages to OCR: their text pages parsed in ranges, their image-only
-        pages read by the OCR stage (an actor pool), both grouped by document and
-        assembled together."""
+    def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict], limit: float):
+        """Documents with pages to OCR: their text pages parsed (in page ranges only when the
+        document is longer than ``limit``, as ``plan_tasks`` splits), their image-only pages
+        read by the OCR stage (an actor pool of at most one worker per batch of pages), both
+        grouped by document and assembled together. (Not materialised here: the caller
+        materialises the documents before any actor pool downstream, enrich, starts.)"""
         ray, index = self.ray, self.config.index
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
         ocr = ray.data.from_items(pages, override_num_blocks=min(len(pages), 4 * self.workers))
-        args = ocr_args(self.config, self.workers, cpus)
+        args = ocr_args(self.config, self.workers, cpus, pages=len(pages))
         ocr = ocr.map_batches(OcrStage, **bounded_retries(self.config, actors=True), **args)
         texts = [
             t
             for r in probed
             if r["doc_id"] in scanned
-            for t in text_ranges(r, index.pages_per_task)
+            for t in text_ranges(r, index.pages_per_task if r["n_pages"] > limit else 0)
         ]
         if texts:
             split = ray.data.from_items(texts, override_num_blocks=len(texts))
@@ -489,9 +497,7 @@ class _RayRun:
             ocr = split.union(ocr)
         args = structure_args(self.config, self.workers, grouped=True)
         grouped = ocr.groupby("doc_id", num_partitions=self.workers)
-        # Materialised here: an actor pool downstream (enrich) would otherwise hold every CPU
-        # while the grouping's shuffle tasks wait for one (seen on a 2-CPU cluster).
-        return grouped.map_groups(batch_format="pyarrow", **args).materialize()
+        return grouped.map_groups(batch_format="pyarrow", **args)
 
     def _write_nodes(self, per_doc, doc_rows: list[dict]) -> None:
         n_nodes = sum(row["n_nodes"] for row in doc_rows)

@@ -35,7 +35,12 @@ from operators.parsing.isolation import Isolated, run_isolated
 from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
-from operators.structure.assemble import DEFAULT_SECTION_FILTER, Review, assemble_document
+from operators.structure.assemble import (
+    DEFAULT_SECTION_FILTER,
+    Review,
+    assemble_document,
+    section_filter_for,
+)
 from pipelines.model_stage import bounded_retries
 from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
@@ -58,15 +63,20 @@ DEFAULT_LIMITS = Limits()
 
 
 @functools.cache
-def _preload() -> None:
-    """Import in the worker, once, what the isolated children import lazily: a child is
-    discarded after its document, so an import there would be paid per document."""
+def _preload(section_filter: str | None = None) -> None:
+    """Import and load in the worker, once, what the isolated children would otherwise load
+    lazily: a child is discarded after its document, so an import there, or the learned
+    filter's model read there (~0.1 s), would be paid per document. ``section_filter``: the
+    filter the children will build (None: a probe or a parse, no filter)."""
     import networkx.algorithms.community  # noqa: F401  (the layout graph's Louvain)
     import pymupdf.utils  # noqa: F401  (page labels)
 
+    if section_filter is not None:  # the learned filter's model (cached), the refiner module
+        section_filter_for([], False, kind=section_filter)
 
-def _isolated(fn: Any, *args: Any, limits: Limits) -> Any:
-    _preload()
+
+def _isolated(fn: Any, *args: Any, limits: Limits, section_filter: str | None = None) -> Any:
+    _preload(section_filter)
     return run_isolated(fn, *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
 
 
@@ -109,16 +119,24 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
     return base
 
 
-def plan_tasks(probed: list[dict], pages_per_task: int, workers: int) -> tuple[list, list]:
-    """Probed documents → (whole documents, page ranges of long documents).
-
-    A document is split into ranges of ``pages_per_task`` pages only when it is long against
-    the run: more than 2 ranges and more than a 1/(2 · workers) share of all pages, so that
-    the tasks of a long book spread over the workers while a corpus of many books runs one
-    task per book, with no grouping barrier and no blocks serialised between stages. Each
-    list is largest first (the long tasks start first; short ones fill in around them)."""
+def split_limit(probed: list[dict], pages_per_task: int, workers: int) -> float:
+    """The page count above which a document is long against the run and is split into page
+    ranges: more than 2 ranges and more than a 1/(2 · workers) share of all pages (of the
+    documents not failed), so that the tasks of a long book spread over the workers while a
+    corpus of many books runs one task per book, with no grouping barrier and no blocks
+    serialised between stages."""
     total = sum(r["n_pages"] for r in probed if r["status"] != FAILED)
-    limit = max(2 * pages_per_task, total / (2 * max(1, workers)))
+    return max(2 * pages_per_task, total / (2 * max(1, workers)))
+
+
+def plan_tasks(
+    probed: list[dict], pages_per_task: int, workers: int, limit: float | None = None
+) -> tuple[list, list]:
+    """Probed documents → (whole documents, page ranges of ``pages_per_task`` pages of the
+    documents longer than ``limit`` pages; None: ``split_limit`` of these documents). Each
+    list is largest first (the long tasks start first; short ones fill in around them)."""
+    if limit is None:
+        limit = split_limit(probed, pages_per_task, workers)
     whole, ranges = [], []
     for row in sorted(probed, key=lambda r: (-r["n_pages"], r["doc_id"])):
         if row["status"] == FAILED or row["n_pages"] <= limit:
@@ -198,7 +216,15 @@ def assemble_group(
             first["error"] = ocr_found_nothing(first, read)
     args = (first, blocks, errors, parsed, use_outline)
     try:
-        doc = _isolated(_assemble_rows, *args, review, section_filter, scanned, limits=limits)
+        doc = _isolated(
+            _assemble_rows,
+            *args,
+            review,
+            section_filter,
+            scanned,
+            limits=limits,
+            section_filter=section_filter,
+        )
     except Isolated as exc:
         doc = document_row(first, errors)
         _isolation_failed(doc, exc, "assemble")
@@ -262,7 +288,15 @@ def index_documents(
     for row in batch.to_pylist():
         started = time.perf_counter()
         try:
-            doc = _isolated(_index_one, row, use_outline, review, section_filter, limits=limits)
+            doc = _isolated(
+                _index_one,
+                row,
+                use_outline,
+                review,
+                section_filter,
+                limits=limits,
+                section_filter=section_filter,
+            )
         except Isolated as exc:
             doc = document_row(row, [])
             _isolation_failed(doc, exc, "parse")
