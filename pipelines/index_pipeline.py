@@ -64,6 +64,7 @@ from pipelines.store.schemas import (
 )
 from pipelines.structure_stage import (
     Limits,
+    pack,
     parse_range,
     plan_tasks,
     probe_document,
@@ -342,6 +343,12 @@ def ray_address(config: BookindexConfig, environ: dict[str, str] | None = None) 
     return config.index.ray_address or env.get("RAY_ADDRESS", "") or "local"
 
 
+def _blocks(ray, groups: list[list[dict]]):
+    """A dataset with one block per group of rows (``ray.data.from_items`` cuts a list into
+    blocks of equal row counts)."""
+    return ray.data.from_arrow([pa.Table.from_pylist(rows) for rows in groups])
+
+
 class _RayRun:
     """One run's Ray part: the per-document dataset, then every table but ``documents``, then
     the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
@@ -362,7 +369,14 @@ class _RayRun:
 
         # The grouping moves little data (block lists of a few documents): a task-based sort
         # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
-        DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        context = DataContext.get_current()
+        context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        # No per-operator CPU reservation: on a small node (2 CPUs) Ray Data's reservation
+        # (half the CPUs split among the operators) ran the probe's tasks one at a time and
+        # left a CPU idle. Every actor pool here reads a materialised input (OCR: its page
+        # rows; enrich and the model processors: the documents, materialised first), so no
+        # pool can hold the CPUs that the tasks feeding it wait for.
+        context.op_resource_reservation_enabled = False
         self.ray = ray
         self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
         self.lock = lock
@@ -441,9 +455,8 @@ class _RayRun:
         ray = self.ray
         limits, retries = Limits.of(self.config), bounded_retries(self.config)
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
-            # a probe takes milliseconds: a few blocks, not a task per file
-            blocks = min(len(pdfs), 2 * self.workers)
-            probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
+            # a probe takes milliseconds: a few blocks of about equal bytes, not a task a file
+            probed = _blocks(ray, pack(pdfs, "size", 2 * self.workers))
             probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
             probed = probed.take_all()
             pages = ocr_tasks(probed) if self.config.index.ocr else []
@@ -458,8 +471,9 @@ class _RayRun:
         parts = []
         if whole:
             args = structure_args(self.config, self.workers, grouped=False)
-            books = ray.data.from_items(whole, override_num_blocks=len(whole))
-            # batch_size None: a block is one document
+            # a block (one task: batch_size None) is a group of books of about equal pages,
+            # 4 a worker: the largest first, each alone when long
+            books = _blocks(ray, pack(whole, "n_pages", 4 * self.workers))
             parts.append(books.map_batches(batch_size=None, batch_format="pyarrow", **args))
         if ranges:
             args = structure_args(self.config, self.workers, grouped=True)

@@ -147,6 +147,25 @@ def plan_tasks(
     return whole, ranges
 
 
+def pack(rows: list[dict], weight: str, bins: int) -> list[list[dict]]:
+    """``rows`` in at most ``bins`` groups of about equal total ``weight`` (a row's pages, a
+    file's bytes): the heaviest row first into the lightest group. Groups heaviest first, each
+    in the order its rows were placed; deterministic (ties by position). A group is one task:
+    few, even tasks instead of one per small document, whose start-up and scheduling cost as
+    much as the document's work."""
+    if not rows:
+        return []
+    groups: list[list[dict]] = [[] for _ in range(max(1, min(bins, len(rows))))]
+    totals = [0.0] * len(groups)
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i][weight], i))
+    for i in order:
+        lightest = min(range(len(groups)), key=lambda g: (totals[g], g))
+        groups[lightest].append(rows[i])
+        totals[lightest] += rows[i][weight]
+    ranked = sorted(range(len(groups)), key=lambda g: (-totals[g], g))
+    return [groups[g] for g in ranked if groups[g]]
+
+
 def _parse(row: dict) -> tuple[list[Block], list[str]]:
     """Blocks and page errors of pages [start, stop) of a probed document (none if it failed)."""
     if row["status"] == FAILED:
