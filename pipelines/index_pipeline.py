@@ -77,7 +77,7 @@ from pipelines.structure_stage import (
     pack,
     parse_range,
     plan_tasks,
-    probe_document,
+    probe_documents,
     split_limit,
     structure_args,
 )
@@ -506,7 +506,13 @@ class _RayRun:
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
             # a probe takes milliseconds: a few blocks of about equal bytes, not a task a file
             probed = _blocks(ray, pack(pdfs, "size", 2 * self.workers))
-            probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
+            probed = probed.map_batches(
+                probe_documents,
+                fn_kwargs={"limits": limits},
+                batch_size=None,
+                batch_format="pyarrow",
+                **retries,
+            )
             probed = probed.take_all()
             pages = ocr_tasks(probed) if self.config.index.ocr else []
             if self.config.index.ocr:

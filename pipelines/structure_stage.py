@@ -31,7 +31,7 @@ import pyarrow as pa
 from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
 from operators.kinds import FAILED, NEEDS_OCR, OK
-from operators.parsing.isolation import Isolated, run_isolated
+from operators.parsing.isolation import Isolated, run_isolated, run_isolated_each
 from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
@@ -100,11 +100,34 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
     and the probe's time and memory. A probe that raises, crashes or runs past the budget
     fails this document alone."""
     started = time.perf_counter()
+    try:
+        probe: Any = _isolated(probe_pdf, row["uri"], limits=limits)
+    except Exception as exc:  # Isolated, or anything unexpected: this document's failure
+        probe = exc
+    return _probed(row, probe, time.perf_counter() - started)
+
+
+def probe_documents(batch: pa.Table, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """``probe_document`` for a block of documents, probed one after the other in one isolated
+    child (``run_isolated_each``: a fork per block, not per file; each file within its own
+    budget, and one whose probe fails there probed again alone, so its verdict is its own)."""
+    _preload()
+    rows = batch.to_pylist()
+    probes = run_isolated_each(
+        probe_pdf, [r["uri"] for r in rows], timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
+    )
+    return pa.Table.from_pylist([_probed(r, p, s) for r, (p, s) in zip(rows, probes, strict=True)])
+
+
+def _probed(row: dict, probe: Any, seconds: float) -> dict:
+    """The probed row of ``row`` from its ``Probe``, or the exception its probe ended in
+    (``Isolated``: crashed, stalled or raised in the child)."""
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status=FAILED, error="", warning="")
     base.update(failure_stage="", traceback="", ocr_pages="[]")
     try:
-        probe = _isolated(probe_pdf, row["uri"], limits=limits)
+        if isinstance(probe, Exception):
+            raise probe
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
         base["ocr_pages"] = to_json(probe.ocr_pages)
         base["n_pages"] = probe.n_pages
@@ -114,7 +137,7 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
         _isolation_failed(base, exc, "open")
     except Exception as exc:  # anything unexpected is this document's failure alone
         _failed(base, exc, "open")
-    base["probe_s"] = time.perf_counter() - started
+    base["probe_s"] = seconds
     base["probe_mb"] = peak_memory_mb()
     return base
 

@@ -9,6 +9,10 @@ wrong into ``Isolated`` with a reason a user can read: ``crashed: signal 11``, `
 30 s``, ``crashed: exit code 1`` (an allocation the memory budget refused, say). The child's
 address space may grow by at most ``memory_mb`` (``RLIMIT_AS``), so an image or Flate bomb fails its
 own allocation instead of the machine's memory.
+
+``run_isolated_each`` calls a function on many small items in one child (a fork per batch, not
+per item), each item within its own budget; an item whose call fails there is judged again alone
+(``run_isolated``), so every item gets the verdict it would get in a child of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import ctypes
 import multiprocessing
 import resource
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +67,25 @@ def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
         conn.close()
 
 
+def _each_child(conn: Any, fn: Callable, items: list, memory_mb: int) -> None:
+    """``fn`` on each item in turn, each answer sent as it is ready (``_child``'s answers)."""
+    own_process()
+    if memory_mb > 0:
+        limit = _mapped_bytes() + memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        for item in items:
+            try:
+                answer = ("ok", fn(item))
+            except BaseException as exc:  # judged again alone by the parent
+                answer = ("raised", f"{type(exc).__name__}: {exc}", "")
+            conn.send(answer)
+            if answer[0] != "ok":
+                return
+    finally:
+        conn.close()
+
+
 def _mapped_bytes() -> int:
     """This process's virtual memory size (``VmSize``), 0 when /proc does not say."""
     try:
@@ -101,6 +125,59 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
     if answer[0] == "ok":
         return answer[1]
     raise Isolated(answer[1], answer[2])
+
+
+def run_isolated_each(
+    fn: Callable, items: list, *, timeout_s: float, memory_mb: int = 0
+) -> list[tuple[Any, float]]:
+    """``fn(item)`` for each item, in one child process for as many items as go well: per
+    item, its value or the ``Isolated`` that ``run_isolated(fn, item)`` would raise, and its
+    seconds. Each item has ``timeout_s`` from the answer before it; a stalled item is killed at
+    its budget (its own stall) and the rest go on in a new child. An item whose call crashed
+    the child or raised there (an allocation past the child's budget, which the items before
+    it share, say) is run again alone, so that its verdict is its own."""
+    out: list[tuple[Any, float]] = []
+    while len(out) < len(items):
+        rest = items[len(out) :]
+        receive, send = _context.Pipe(duplex=False)
+        args = (send, fn, rest, memory_mb)
+        child = _context.Process(target=_each_child, args=args, daemon=True)
+        started = time.perf_counter()
+        child.start()
+        send.close()
+        try:
+            for item in rest:
+                if not receive.poll(timeout_s):
+                    child.kill()
+                    out.append((Isolated(f"timed out after {timeout_s:g} s"), timeout_s))
+                    break
+                try:
+                    answer = receive.recv()
+                except EOFError:  # the child died on this item: judged alone
+                    answer = ("died",)
+                if answer[0] != "ok":
+                    out.append(_alone(fn, item, timeout_s, memory_mb))
+                    break
+                now = time.perf_counter()
+                out.append((answer[1], now - started))
+                started = now
+        finally:
+            receive.close()
+            child.join(timeout=10)
+            if child.is_alive():
+                child.kill()
+                child.join()
+    return out
+
+
+def _alone(fn: Callable, item: Any, timeout_s: float, memory_mb: int) -> tuple[Any, float]:
+    """``run_isolated(fn, item)``'s value or ``Isolated``, and its seconds."""
+    started = time.perf_counter()
+    try:
+        value: Any = run_isolated(fn, item, timeout_s=timeout_s, memory_mb=memory_mb)
+    except Isolated as exc:
+        value = exc
+    return value, time.perf_counter() - started
 
 
 def death_reason(exitcode: int | None) -> str:
