@@ -53,11 +53,17 @@ def own_process(name: bytes = b"bookindex-doc") -> None:
         pass
 
 
-def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
+def _own_budget(memory_mb: int) -> None:
+    """In a child: its own name and death signal, and its memory budget on top of what the
+    parent had mapped (a Ray worker maps its object store)."""
     own_process()
-    if memory_mb > 0:  # on top of what the parent had mapped (a Ray worker maps its object store)
+    if memory_mb > 0:
         limit = _mapped_bytes() + memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
+    _own_budget(memory_mb)
     try:
         conn.send(("ok", fn(*args)))
     except BaseException as exc:  # reported to the parent, which raises Isolated
@@ -69,10 +75,7 @@ def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
 
 def _each_child(conn: Any, fn: Callable, items: list, memory_mb: int) -> None:
     """``fn`` on each item in turn, each answer sent as it is ready (``_child``'s answers)."""
-    own_process()
-    if memory_mb > 0:
-        limit = _mapped_bytes() + memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    _own_budget(memory_mb)
     try:
         for item in items:
             try:
@@ -102,11 +105,7 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
     """``fn(*args)`` in a child process: its value, or ``Isolated`` when the child crashed,
     ran past ``timeout_s`` seconds (it is killed), or raised. ``fn`` must be a module-level
     function or a builtin."""
-    context = _context
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(send, fn, args, memory_mb), daemon=True)
-    child.start()
-    send.close()
+    receive, child = _start(_child, (fn, args, memory_mb))
     try:
         if not receive.poll(timeout_s):
             child.kill()
@@ -117,11 +116,7 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
             child.join(timeout=10)
             raise Isolated(death_reason(child.exitcode)) from None
     finally:
-        receive.close()
-        child.join(timeout=10)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        _reap(receive, child)
     if answer[0] == "ok":
         return answer[1]
     raise Isolated(answer[1], answer[2])
@@ -139,12 +134,8 @@ def run_isolated_each(
     out: list[tuple[Any, float]] = []
     while len(out) < len(items):
         rest = items[len(out) :]
-        receive, send = _context.Pipe(duplex=False)
-        args = (send, fn, rest, memory_mb)
-        child = _context.Process(target=_each_child, args=args, daemon=True)
         started = time.perf_counter()
-        child.start()
-        send.close()
+        receive, child = _start(_each_child, (fn, rest, memory_mb))
         try:
             for item in rest:
                 if not receive.poll(timeout_s):
@@ -162,11 +153,7 @@ def run_isolated_each(
                 out.append((answer[1], now - started))
                 started = now
         finally:
-            receive.close()
-            child.join(timeout=10)
-            if child.is_alive():
-                child.kill()
-                child.join()
+            _reap(receive, child)
     return out
 
 
@@ -178,6 +165,24 @@ def _alone(fn: Callable, item: Any, timeout_s: float, memory_mb: int) -> tuple[A
     except Isolated as exc:
         value = exc
     return value, time.perf_counter() - started
+
+
+def _start(target: Callable, args: tuple) -> tuple[Any, Any]:
+    """A forked child running ``target(connection, *args)``; the end its answers arrive at."""
+    receive, send = _context.Pipe(duplex=False)
+    child = _context.Process(target=target, args=(send, *args), daemon=True)
+    child.start()
+    send.close()
+    return receive, child
+
+
+def _reap(receive: Any, child: Any) -> None:
+    """Close the answers' end and wait for the child; one still running is killed."""
+    receive.close()
+    child.join(timeout=10)
+    if child.is_alive():
+        child.kill()
+        child.join()
 
 
 def death_reason(exitcode: int | None) -> str:
