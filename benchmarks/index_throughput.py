@@ -3,7 +3,8 @@
 Run from the repo root (progress goes to stderr, the table to stdout)::
 
     python -m benchmarks.index_throughput [--corpus hips,mmlongbench,docugami] [--limit N]
-        [--baseline-pages N] [--skip-baseline] [--enrich]
+        [--baseline-pages N] [--skip-baseline] [--enrich] [--compare-rules]
+        [--start REF] [--reps N]
 
 Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/documents``, where
 ``<data>`` is ``$BOOKINDEX_SHARED_DATA`` or ``<repo>/../shared/data``. Rows of the table:
@@ -19,6 +20,16 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   excluded: Ray is started first and a warm-up run on a generated 3-page PDF (another output
   dir) warms the workers before the timed run.
   Pages = ``Summary.pages`` (pages of documents that did not fail).
+* ``--start REF``: the job (a) (and (a_r) with ``--compare-rules``) is run on this tree and on
+  the source tree of commit ``REF`` (``git archive``; e.g. the code at the start of a round of
+  work), each in a subprocess of its own with its own local Ray (started, and warmed up on the
+  generated PDF, before the timing), alternating ``--reps`` times, so that the two codes are
+  timed side by side in one run under the same load. Besides pages/s over the wall time, each
+  row then has the CPU seconds of the subprocess and every process under it (Ray's and the
+  workers', with their isolated children: ``psutil``) over the timed run, and ``pages/s*`` =
+  pages per CPU-second × 2 (the rate with a core to each worker; it falls much less with the
+  machine's load than the wall rate). A tree from before ``operators.config`` (67e641d and
+  earlier) runs with its ``IndexOptions`` and its own section filter (the rules).
 * ``(a') bookindex 1 proc``: reference only — ``parse_pages`` + ``assemble_document`` per
   PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
 * ``(b) pymupdf4llm``: ``pymupdf4llm.to_markdown(pdf)`` in a spawn ``multiprocessing.Pool(2)``,
@@ -44,8 +55,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import multiprocessing as mp
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,10 +80,16 @@ class Row:
     pages: int
     seconds: float
     failed: int = 0
+    cpu: float = 0.0  # CPU seconds of every process of the run (--start runs only)
 
     @property
     def rate(self) -> float:
         return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_rate(self) -> float:
+        """Pages per CPU-second × 2 workers (0 when the CPU time was not measured)."""
+        return 2 * self.pages / self.cpu if self.cpu > 0 else 0.0
 
 
 def log(msg: str) -> None:
@@ -192,6 +211,145 @@ def run_bookindex(
     return rows
 
 
+def _process_cpu() -> dict[tuple[int, float], float]:
+    """CPU seconds (its own and its reaped children's) of this process and of every process
+    under it (Ray's processes, the workers and their children), by (pid, start time)."""
+    import psutil
+
+    me = psutil.Process()
+    out = {}
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            key = (proc.pid, proc.create_time())
+            out[key] = t.user + t.system + t.children_user + t.children_system
+    return out
+
+
+def _cpu_since(before: dict[tuple[int, float], float]) -> float:
+    """CPU seconds spent by this process tree since ``before`` (``_process_cpu``)."""
+    return sum(cpu - before.get(key, 0.0) for key, cpu in _process_cpu().items())
+
+
+def child(spec_path: str) -> None:
+    """``--start`` runs: one tree's timed ``run_index`` per section filter, in this process
+    (started with that tree on ``PYTHONPATH``); the results as JSON to ``spec["out"]``."""
+    import ray
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    from pipelines.index_pipeline import run_index
+
+    try:
+        from operators.config import BookindexConfig, IndexConfig
+
+        def options(kind: str):
+            index = IndexConfig(parse_workers=2, enrich=spec["enrich"], section_filter=kind)
+            return BookindexConfig(index=index)
+
+    except ImportError:  # a tree from before the typed configuration: its own (rules) filter
+        from pipelines.index_pipeline import IndexOptions
+
+        def options(kind: str):
+            return IndexOptions(parse_workers=2, enrich=spec["enrich"])
+
+    scratch = Path(spec["scratch"])
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    results = []
+    try:
+        for kind in spec["kinds"]:
+            run_index([spec["warmup"]], scratch / f"warmup_{kind}", options(kind))
+        for kind in spec["kinds"]:
+            before, t0 = _process_cpu(), time.perf_counter()
+            summary = run_index(spec["pdfs"], scratch / f"index_{kind}", options(kind))
+            seconds = time.perf_counter() - t0
+            cpu = _cpu_since(before)
+            results.append(
+                {
+                    "kind": kind,
+                    "pages": summary.pages,
+                    "failed": summary.failed,
+                    "seconds": seconds,
+                    "cpu": cpu,
+                    "load": os.getloadavg()[0],
+                    "line": summary.line(),
+                }
+            )
+    finally:
+        ray.shutdown()
+    with open(spec["out"], "w") as f:
+        json.dump(results, f)
+
+
+def source_tree(ref: str, scratch: Path) -> Path:
+    """The source tree of commit ``ref`` of this repository, exported under ``scratch`` (as
+    ``benchmarks.enrich_throughput`` exports its ``before``/``start`` trees)."""
+    from benchmarks.enrich_throughput import _tree
+
+    return _tree("start", {"start": ref}, scratch)
+
+
+def run_trees(
+    trees: dict[str, Path],
+    pdfs: list[Path],
+    kinds: list[str],
+    warmup: Path,
+    tmp: Path,
+    reps: int,
+    enrich: bool = False,
+) -> list[Row]:
+    """The job on each tree in a subprocess of its own (own Ray), the trees alternating,
+    ``reps`` rounds; a row per tree, filter and round."""
+    rows = []
+    for rep in range(reps):
+        for name, tree in trees.items():
+            scratch = tmp / f"run_{rep}_{name.split()[0]}"
+            scratch.mkdir()
+            spec = {
+                "pdfs": [str(p) for p in pdfs],
+                "kinds": kinds,
+                "enrich": enrich,
+                "warmup": str(warmup),
+                "scratch": str(scratch),
+                "out": str(scratch / "out.json"),
+            }
+            (scratch / "spec.json").write_text(json.dumps(spec))
+            log(f"{name} (round {rep + 1}/{reps}): {len(pdfs)} PDFs, {','.join(kinds)} ...")
+            command = [sys.executable, str(Path(__file__).resolve()), "--child"]
+            command.append(str(scratch / "spec.json"))
+            env = dict(os.environ, PYTHONPATH=str(tree), RAY_ADDRESS="local")
+            done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            for r in json.loads((scratch / "out.json").read_text()):
+                log(f"{name} {r['kind']}: {r['line']} (load {r['load']:.1f})")
+                method = f"(a) {name}, {r['kind']}" + (f", round {rep + 1}" if reps > 1 else "")
+                row = Row(method, len(pdfs), r["pages"], r["seconds"], r["failed"], r["cpu"])
+                rows.append(row)
+    return rows
+
+
+def print_tree_ratios(rows: list[Row], names: list[str], kinds: list[str]) -> None:
+    """Per filter: each tree's pages/s and pages/s* over all its rounds, and the ratio of the
+    last tree (this one) to the first."""
+    for kind in kinds:
+        rates = []
+        for name in names:
+            mine = [r for r in rows if r.method.startswith(f"(a) {name}, {kind}")]
+            pages, seconds = sum(r.pages for r in mine), sum(r.seconds for r in mine)
+            cpu = sum(r.cpu for r in mine)
+            rates.append((pages / seconds, 2 * pages / cpu if cpu else 0.0))
+            print(
+                f"{kind:<8} {name:<24} {rates[-1][0]:>7.1f} pages/s {rates[-1][1]:>7.1f} pages/s*"
+            )
+        if len(rates) > 1 and rates[0][0] and rates[0][1]:
+            wall, cpu = rates[-1][0] / rates[0][0], rates[-1][1] / rates[0][1]
+            print(
+                f"{kind:<8} ratio {names[-1]} / {names[0]}: {wall:.2f}x wall, {cpu:.2f}x per CPU-s"
+            )
+
+
 def parse_and_assemble(pdf: Path, section_filter: str = "learned") -> int:
     """One document through parse + assemble (the pipeline's stages, no Ray); its page count."""
     import pymupdf
@@ -260,12 +418,14 @@ def run_baseline(sample: list[Path], warmup: Path) -> tuple[Row, str]:
 
 def print_table(rows: list[Row]) -> None:
     head = f"{'method':<54} | {'pdfs':>5} | {'pages':>6} | {'seconds':>8} | {'pages/s':>8}"
+    head += f" | {'CPU s':>7} | {'pages/s*':>8}"
     print(head, "-" * len(head), sep="\n")
     for r in rows:
         failed = f"  ({r.failed} PDFs failed, pages not counted)" if r.failed else ""
+        cpu = f"{r.cpu:>7.1f} | {r.cpu_rate:>8.1f}" if r.cpu else f"{'':>7} | {'':>8}"
         print(
             f"{r.method:<54} | {r.pdfs:>5} | {r.pages:>6} | {r.seconds:>8.2f} | {r.rate:>8.1f}"
-            + failed
+            f" | {cpu}" + failed
         )
 
 
@@ -290,7 +450,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also (a_r) and (a'_r): the same PDFs with index.section_filter=rules, same run",
     )
+    ap.add_argument(
+        "--start",
+        default=None,
+        help="also run the job on the tree of this commit, side by side (subprocesses)",
+    )
+    ap.add_argument("--reps", type=int, default=1, help="rounds of the --start runs")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child:
+        child(args.child)
+        return 0
     corpora = [c.strip() for c in args.corpus.split(",") if c.strip()]
     if bad := [c for c in corpora if c not in CORPUS_GLOBS]:
         ap.error(f"unknown corpus {bad}; choose from {','.join(CORPUS_GLOBS)}")
@@ -304,24 +474,32 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         warmup = tmp / "warmup.pdf"
         make_warmup_pdf(warmup)
-        runs = {} if args.sample_only else {"(a)": pdfs}
-        if args.compare_rules and not args.sample_only:
+        runs = {} if args.sample_only or args.start else {"(a)": pdfs}
+        if args.compare_rules and runs:
             runs = {"(a_r)": pdfs, **runs}
+        tree_rows: list[Row] = []
+        names: list[str] = []
+        kinds = ["rules", "learned"] if args.compare_rules else ["learned"]
+        if args.start and not args.sample_only:
+            trees = {f"start {args.start}": source_tree(args.start, tmp), "here": REPO_ROOT}
+            names = list(trees)
+            tree_rows = run_trees(trees, pdfs, kinds, warmup, tmp, args.reps, args.enrich)
         if not args.skip_baseline:
             pick = whole_pdfs if args.sample == "whole-pdfs" else baseline_pages
             sample = sample_pdfs(pdfs, pick(counts, args.baseline_pages), tmp / "s")
             runs["(a_s)"] = sample
-        indexed = run_bookindex(
-            runs, warmup, tmp, enrich=args.enrich, section_filters={"(a_r)": "rules"}
+        indexed = (
+            run_bookindex(runs, warmup, tmp, enrich=args.enrich, section_filters={"(a_r)": "rules"})
+            if runs
+            else {}
         )
         index_row = indexed.get("(a)")
-        rows = [] if args.sample_only else [index_row, run_single_process(pdfs, warmup)]
+        one_proc = [] if args.sample_only else [run_single_process(pdfs, warmup)]
+        rows = [r for r in [index_row] if r] + one_proc
         if args.compare_rules and not args.sample_only:
-            rows = [
-                indexed["(a_r)"],
-                run_single_process(pdfs, warmup, "(a'_r)", "rules"),
-                *rows,
-            ]
+            rules = [indexed["(a_r)"]] if "(a_r)" in indexed else []
+            rows = [*rules, run_single_process(pdfs, warmup, "(a'_r)", "rules"), *rows]
+        rows = tree_rows + rows
         if not args.skip_baseline:
             rows += [indexed["(a_s)"], run_single_process(sample, warmup, "(a'_s)")]
             base_row, mode = run_baseline(sample, warmup)
@@ -338,6 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows[-3:-1]:
             ratio = row.rate / base_row.rate if base_row.rate > 0 else float("inf")
             print(f"ratio {row.method.split()[0]}/(b), same pages, same run: {ratio:.1f}x")
+    if tree_rows:
+        print("pages/s* = pages per CPU-second (every process of the run) x 2 workers")
+        print_tree_ratios(tree_rows, names, kinds)
+        here = [r for r in tree_rows if r.method.startswith("(a) here, learned")]
+        index_row = Row("(a)", 0, sum(r.pages for r in here), sum(r.seconds for r in here))
     if index_row:
         print(f"target: >= 150 pages/s for (a)  -> (a) = {index_row.rate:.1f} pages/s")
     return 0

@@ -6,19 +6,25 @@ nothing is new — so a re-run on the same input takes seconds. Otherwise Ray Da
 stages (pipelines/structure_stage.py, pipelines/enrich.py; their rows: pipelines/rows.py):
 
     documents ─map(probe)─▶ probed rows (pages, status, metadata) ─▶ driver: plan_tasks
-    whole books ─map_batches(index_documents: parse + assemble)─────────────────┐
-    page ranges of long books ─map(parse)─groupby(doc_id).map_groups(assemble)─┴▶ one row
-      per document (tree as JSON) [─model_answers: figure/table descriptions, LLM entities
-      through ray.data.llm, with --models openai|vllm] ─map_batches(EnrichStage)─▶
-      materialize ─▶ nodes (Ray
-      write_lance), layout graph, corpus entity resolution (an actor), entity tables,
-      documents + failures (driver write, last: the commit)
+    groups of whole books ─map_batches(index_documents: parse + assemble)────────┐
+    page ranges of long books ─map(parse)─groupby(doc_id).map_groups(assemble)──┤
+    pages to OCR ─map_batches(OcrStage)─┬─groupby(doc_id).map_groups(assemble)──┴▶ one row
+    their books' text pages ─map(parse)─┘                                          per document
+      (tree as JSON) [─model_answers: figure/table descriptions, LLM entities through
+      ray.data.llm, with --models openai|vllm] [─materialize─map_batches(EnrichStage)]
+      ─map_batches(write_document_rows: nodes, edges, communities as Lance fragments)─▶
+      driver: the document rows; one commit per table (nodes, edges, communities), corpus
+      entity resolution (an actor), entity tables, documents + failures (last: the commit)
 
-A book is split into page ranges only when it is long against the run (``plan_tasks``): a
-corpus of many books runs one task per book, with no grouping barrier between parse and
-assemble, while one long book still spreads over every worker. Stages that run a model own it
-(UDF classes that load it once per worker); the configuration (``operators.config``: index,
-models, resolver) sizes their worker pools, GPU shares and batches.
+One streaming execution runs every part: the OCR workers' start-up and the grouping of the
+books with scanned pages overlap the other books' tasks. A book is split into page ranges only
+when it is long against the run (``split_limit``): a corpus of many books runs its books whole,
+packed into a few tasks of about equal pages (``pack``), with no grouping barrier between parse
+and assemble, while one long book still spreads over every worker. The rows are written where
+they are made (``pipelines/store/fragments.py``): no second pass over the documents' nodes.
+Stages that run a model own it (UDF classes that load it once per worker); the configuration
+(``operators.config``: index, models, resolver) sizes their worker pools, GPU shares and
+batches.
 
 One bad file becomes a failed document row and a failures row; it never fails the job.
 """
@@ -49,24 +55,30 @@ from pipelines.model_stage import bounded_retries
 from pipelines.ocr_stage import OcrStage, nothing_to_read, ocr_args, ocr_tasks, text_ranges
 from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
 from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
-from pipelines.store import lance_store, recovery
+from pipelines.store import fragments, lance_store, recovery
 from pipelines.store.index_dir import check_index_dir
 from pipelines.store.index_lock import IndexLock
-from pipelines.store.layout_graph_store import append_graph, backfill_layout_graph
+from pipelines.store.layout_graph_store import backfill_layout_graph, graph_tables
 from pipelines.store.schemas import (
+    COMMUNITIES,
     DOCUMENTS,
+    EDGES,
     ENTITIES,
     FAILURES,
     NODES,
     SCHEMAS,
     SECTION_DECISIONS,
+    communities_schema,
+    edges_schema,
     nodes_schema,
 )
 from pipelines.structure_stage import (
     Limits,
+    pack,
     parse_range,
     plan_tasks,
-    probe_document,
+    probe_documents,
+    split_limit,
     structure_args,
 )
 
@@ -318,6 +330,26 @@ def node_rows(batch: pa.Table, width: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def write_document_rows(batch: pa.Table, out_dir: str, width: int | None) -> pa.Table:
+    """Document rows → the same rows without their heavy columns (``rows.HEAVY``), their
+    nodes, edges and communities written as Lance fragments of those tables, not committed
+    (store/fragments.py): the block's fragments, as JSON ``{table: [fragment, ...]}``, in the
+    first row's ``fragments`` (the others' ``{}``); the driver commits them. ``width``: of
+    the nodes' vectors (None: as the enrich stage's rows say, ``vector_width``)."""
+    if width is None and "vector_width" in batch.column_names:
+        width = next((w for w in batch.column("vector_width").to_pylist() if w), None)
+    rows = batch.select(["doc_id", "edges", "communities"]).to_pylist()
+    edges, communities = graph_tables(rows)
+    written = {
+        NODES: fragments.write(out_dir, NODES, node_rows(batch, width), nodes_schema(width)),
+        EDGES: fragments.write(out_dir, EDGES, edges, edges_schema),
+        COMMUNITIES: fragments.write(out_dir, COMMUNITIES, communities, communities_schema),
+    }
+    out = batch.drop_columns([c for c in HEAVY if c in batch.column_names])
+    found = [to_json(written)] + [to_json({})] * (out.num_rows - 1)
+    return out.append_column("fragments", pa.array(found[: out.num_rows], pa.string()))
+
+
 def _sentence_rows(batch: pa.Table, i: int, n_nodes: int, width: int) -> list:
     """Row ``i``'s sentence vectors per node (lists of vectors; None where not counted)."""
     if "sentence_counts" not in batch.column_names:
@@ -341,6 +373,12 @@ def ray_address(config: BookindexConfig, environ: dict[str, str] | None = None) 
     return config.index.ray_address or env.get("RAY_ADDRESS", "") or "local"
 
 
+def _blocks(ray, groups: list[list[dict]]):
+    """A dataset with one block per group of rows (``ray.data.from_items`` cuts a list into
+    blocks of equal row counts)."""
+    return ray.data.from_arrow([pa.Table.from_pylist(rows) for rows in groups])
+
+
 class _RayRun:
     """One run's Ray part: the per-document dataset, then every table but ``documents``, then
     the commit. ``width``: of the index's vectors (None: the enrich stage's model says)."""
@@ -361,7 +399,14 @@ class _RayRun:
 
         # The grouping moves little data (block lists of a few documents): a task-based sort
         # shuffle starts in milliseconds, where the default actor-based one takes ~15 s here.
-        DataContext.get_current().shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        context = DataContext.get_current()
+        context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+        # No per-operator CPU reservation: on a small node (2 CPUs) Ray Data's reservation
+        # (half the CPUs split among the operators) ran the probe's tasks one at a time and
+        # left a CPU idle. Every actor pool here reads a materialised input (OCR: its page
+        # rows; enrich and the model processors: the documents, materialised first), so no
+        # pool can hold the CPUs that the tasks feeding it wait for.
+        context.op_resource_reservation_enabled = False
         self.ray = ray
         self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
         self.lock = lock
@@ -374,20 +419,39 @@ class _RayRun:
         """Index ``todo``, replacing the documents ``replaced``; the document rows (without
         their heavy columns) and the number of entities."""
         with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
-            per_doc = self._documents(todo, passages).materialize()
-            phase["rows_out"] = per_doc.count()
+            # the last step writes each block's nodes and layout graph as Lance fragments
+            # (store/fragments.py), so only the small document rows come back here
+            written = self._documents(todo, passages).map_batches(
+                write_document_rows,
+                fn_kwargs={"out_dir": str(self.out_dir), "width": self.width},
+                batch_size=None,
+                batch_format="pyarrow",
+                **bounded_retries(self.config),
+            )
+            doc_rows = written.take_all()
+            phase["rows_out"] = len(doc_rows)
+        written_fragments: dict[str, list[str]] = {NODES: [], EDGES: [], COMMUNITIES: []}
+        for row in doc_rows:
+            for table, found in from_json(row.pop("fragments", None), {}).items():
+                written_fragments[table] += found
         self.lock.check()  # the first write: still this job's index
         _delete(self.out_dir, replaced)
-        enrich = self.config.index.enrich
-        heavy = [c for c in HEAVY if enrich or c not in ("node_vectors", "sentence_vectors")]
-        doc_rows = per_doc.drop_columns(heavy).take_all()
-        if enrich and self.width is None:  # a new index, an endpoint embedder: as it answered
-            self.width = doc_rows[0]["vector_width"]
-        self._write_nodes(per_doc, doc_rows)
+        if self.config.index.enrich and self.width is None:  # a new index, an endpoint
+            self.width = doc_rows[0]["vector_width"]  # embedder: as it answered
+        n_nodes = sum(row["n_nodes"] for row in doc_rows)
+        with self.driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
+            fragments.commit(
+                self.out_dir, NODES, nodes_schema(self.width), written_fragments[NODES]
+            )
         with self.driver.phase("write_layout_graph", rows_in=len(doc_rows)) as phase:
-            graph = per_doc.select_columns(["doc_id", "edges", "communities"])
-            batches = graph.iter_batches(batch_format="pyarrow", batch_size=64)
-            phase["edges"], phase["communities"] = append_graph(self.out_dir, batches)
+            # edges before communities: a document with communities rows has its graph
+            phase["edges"] = fragments.commit(
+                self.out_dir, EDGES, edges_schema, written_fragments[EDGES]
+            )
+            phase["communities"] = fragments.commit(
+                self.out_dir, COMMUNITIES, communities_schema, written_fragments[COMMUNITIES]
+            )
+        enrich = self.config.index.enrich
         n_entities = self._write_entities(doc_rows) if enrich else _count(self.out_dir, ENTITIES)
         # Every other table is written above; the documents rows go last (recovery.py).
         self.lock.check()
@@ -404,7 +468,8 @@ class _RayRun:
             if f.doc_id not in passages
         ]
         texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
-        parts = [(books, index.pdfs_per_enrich_batch) for books in self._pdf_parts(pdfs)]
+        books = self._pdf_documents(pdfs)
+        parts = [(books, index.pdfs_per_enrich_batch)] if books is not None else []
         if texts:
             blocks = min(len(texts), self.workers * 4)
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
@@ -428,32 +493,42 @@ class _RayRun:
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 
-    def _pdf_parts(self, pdfs: list[dict]) -> list:
+    def _pdf_documents(self, pdfs: list[dict]):
         """Probe first (page counts, status, metadata: small rows back to the driver), then
-        plan: one task per book, page ranges only for books long against the run."""
+        plan: one task per book, page ranges only for books long against the run, and the
+        books with pages to OCR. One dataset of document rows (None without PDFs): its parts
+        run in one streaming execution, so that the OCR workers' start-up and the grouping
+        of the OCR books overlap the other books' tasks instead of running before them."""
         if not pdfs:
-            return []
+            return None
         ray = self.ray
         limits, retries = Limits.of(self.config), bounded_retries(self.config)
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
-            # a probe takes milliseconds: a few blocks, not a task per file
-            blocks = min(len(pdfs), 2 * self.workers)
-            probed = ray.data.from_items(pdfs, override_num_blocks=blocks)
-            probed = probed.map(probe_document, fn_kwargs={"limits": limits}, **retries)
+            # a probe takes milliseconds: a few blocks of about equal bytes, not a task a file
+            probed = _blocks(ray, pack(pdfs, "size", 2 * self.workers))
+            probed = probed.map_batches(
+                probe_documents,
+                fn_kwargs={"limits": limits},
+                batch_size=None,
+                batch_format="pyarrow",
+                **retries,
+            )
             probed = probed.take_all()
             pages = ocr_tasks(probed) if self.config.index.ocr else []
             if self.config.index.ocr:
                 nothing_to_read(probed)
             scanned = {r["doc_id"] for r in pages}
             plain = [r for r in probed if r["doc_id"] not in scanned]
-            whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers)
+            limit = split_limit(probed, self.config.index.pages_per_task, self.workers)
+            whole, ranges = plan_tasks(plain, self.config.index.pages_per_task, self.workers, limit)
             phase.update(rows_out=len(probed), whole=len(whole), ranges=len(ranges))
             phase["ocr_pages"] = len(pages)
         parts = []
         if whole:
             args = structure_args(self.config, self.workers, grouped=False)
-            books = ray.data.from_items(whole, override_num_blocks=len(whole))
-            # batch_size None: a block is one document
+            # a block (one task: batch_size None) is a group of books of about equal pages,
+            # 4 a worker: the largest first, each alone when long
+            books = _blocks(ray, pack(whole, "n_pages", 4 * self.workers))
             parts.append(books.map_batches(batch_size=None, batch_format="pyarrow", **args))
         if ranges:
             args = structure_args(self.config, self.workers, grouped=True)
@@ -462,23 +537,25 @@ class _RayRun:
             grouped = split.groupby("doc_id", num_partitions=self.workers)
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
         if pages:
-            parts.append(self._ocr_part(probed, scanned, pages))
-        return parts
+            parts.append(self._ocr_part(probed, scanned, pages, limit))
+        return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
-    def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict]):
-        """Documents with pages to OCR: their text pages parsed in ranges, their image-only
-        pages read by the OCR stage (an actor pool), both grouped by document and
-        assembled together."""
+    def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict], limit: float):
+        """Documents with pages to OCR: their text pages parsed (in page ranges only when the
+        document is longer than ``limit``, as ``plan_tasks`` splits), their image-only pages
+        read by the OCR stage (an actor pool of at most one worker per batch of pages), both
+        grouped by document and assembled together. (Not materialised here: the caller
+        materialises the documents before any actor pool downstream, enrich, starts.)"""
         ray, index = self.ray, self.config.index
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
         ocr = ray.data.from_items(pages, override_num_blocks=min(len(pages), 4 * self.workers))
-        args = ocr_args(self.config, self.workers, cpus)
+        args = ocr_args(self.config, self.workers, cpus, pages=len(pages))
         ocr = ocr.map_batches(OcrStage, **bounded_retries(self.config, actors=True), **args)
         texts = [
             t
             for r in probed
             if r["doc_id"] in scanned
-            for t in text_ranges(r, index.pages_per_task)
+            for t in text_ranges(r, index.pages_per_task if r["n_pages"] > limit else 0)
         ]
         if texts:
             split = ray.data.from_items(texts, override_num_blocks=len(texts))
@@ -489,20 +566,7 @@ class _RayRun:
             ocr = split.union(ocr)
         args = structure_args(self.config, self.workers, grouped=True)
         grouped = ocr.groupby("doc_id", num_partitions=self.workers)
-        # Materialised here: an actor pool downstream (enrich) would otherwise hold every CPU
-        # while the grouping's shuffle tasks wait for one (seen on a 2-CPU cluster).
-        return grouped.map_groups(batch_format="pyarrow", **args).materialize()
-
-    def _write_nodes(self, per_doc, doc_rows: list[dict]) -> None:
-        n_nodes = sum(row["n_nodes"] for row in doc_rows)
-        with self.driver.phase("write_nodes", rows_in=len(doc_rows), rows_out=n_nodes):
-            if n_nodes:
-                nodes = per_doc.map_batches(
-                    node_rows, fn_kwargs={"width": self.width}, batch_format="pyarrow"
-                )
-                mode = "append" if lance_store.exists(self.out_dir, NODES) else "create"
-                path = lance_store.table_path(self.out_dir, NODES)
-                nodes.write_lance(path, mode=mode, schema=nodes_schema(self.width))
+        return grouped.map_groups(batch_format="pyarrow", **args)
 
     def _write_entities(self, doc_rows: list[dict]) -> int:
         """Corpus resolution (one actor), the entity tables and the search indexes."""

@@ -56,11 +56,12 @@ def nothing_to_read(probed: list[dict]) -> None:
 
 def text_ranges(row: dict, pages_per_task: int) -> list[dict]:
     """The page ranges of a document with OCR pages that hold any page with a text layer
-    (a range of scans alone has nothing for the parser), ``ocr`` false."""
+    (a range of scans alone has nothing for the parser), ``ocr`` false; ``pages_per_task``
+    0: one range, the whole document (one that is not split, ``plan_tasks``)."""
     scanned = set(from_json(row.get("ocr_pages"), []))
     return [
         dict(row, start=a, stop=b, ocr=False)
-        for a, b in page_ranges(row["n_pages"], pages_per_task)
+        for a, b in page_ranges(row["n_pages"], pages_per_task or row["n_pages"])
         if any(p + 1 not in scanned for p in range(a, b))
     ]
 
@@ -139,13 +140,19 @@ class OcrWorker:
         return pa.Table.from_pylist(out)
 
 
-def ocr_args(config: BookindexConfig, workers: int, cpus: int) -> dict[str, Any]:
+def ocr_args(
+    config: BookindexConfig, workers: int, cpus: int, pages: int | None = None
+) -> dict[str, Any]:
     """``map_batches`` arguments of ``OcrStage``: ``index.ocr_workers`` workers (None:
-    ``workers``), ``index.ocr_batch_size`` pages a call, the engine's threads (0: the CPUs
-    shared among the workers) and GPU share. With GPUs the pool autoscales from 1 worker."""
+    ``workers``), but no more than the batches of the run's ``pages`` (a worker without a
+    batch would only hold a CPU while it loads the models), ``index.ocr_batch_size`` pages a
+    call, the engine's threads (0: the CPUs shared among the configured workers) and GPU
+    share. With GPUs the pool autoscales from 1 worker."""
     index = config.index
     pool = index.ocr_workers or workers
     threads = index.ocr_threads or max(1, cpus // pool)
+    if pages is not None:
+        pool = max(1, min(pool, -(-pages // index.ocr_batch_size)))
     gpu = index.ocr_gpus > 0
     args: dict[str, Any] = {
         "fn_constructor_kwargs": {

@@ -31,11 +31,16 @@ import pyarrow as pa
 from operators.config import BookindexConfig
 from operators.graph.layout_graph import graph_columns
 from operators.kinds import FAILED, NEEDS_OCR, OK
-from operators.parsing.isolation import Isolated, run_isolated
+from operators.parsing.isolation import Isolated, run_isolated, run_isolated_each
 from operators.parsing.ocr import merge_ocr_blocks
 from operators.parsing.parse import Block, parse_pages
 from operators.parsing.probe import page_ranges, probe_pdf
-from operators.structure.assemble import DEFAULT_SECTION_FILTER, Review, assemble_document
+from operators.structure.assemble import (
+    DEFAULT_SECTION_FILTER,
+    Review,
+    assemble_document,
+    section_filter_for,
+)
 from pipelines.model_stage import bounded_retries
 from pipelines.rows import document_row, from_json, ray_node_id, to_json
 from pipelines.run_stats import peak_memory_mb
@@ -58,15 +63,20 @@ DEFAULT_LIMITS = Limits()
 
 
 @functools.cache
-def _preload() -> None:
-    """Import in the worker, once, what the isolated children import lazily: a child is
-    discarded after its document, so an import there would be paid per document."""
+def _preload(section_filter: str | None = None) -> None:
+    """Import and load in the worker, once, what the isolated children would otherwise load
+    lazily: a child is discarded after its document, so an import there, or the learned
+    filter's model read there (~0.1 s), would be paid per document. ``section_filter``: the
+    filter the children will build (None: a probe or a parse, no filter)."""
     import networkx.algorithms.community  # noqa: F401  (the layout graph's Louvain)
     import pymupdf.utils  # noqa: F401  (page labels)
 
+    if section_filter is not None:  # the learned filter's model (cached), the refiner module
+        section_filter_for([], False, kind=section_filter)
 
-def _isolated(fn: Any, *args: Any, limits: Limits) -> Any:
-    _preload()
+
+def _isolated(fn: Any, *args: Any, limits: Limits, section_filter: str | None = None) -> Any:
+    _preload(section_filter)
     return run_isolated(fn, *args, timeout_s=limits.timeout_s, memory_mb=limits.memory_mb)
 
 
@@ -90,11 +100,34 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
     and the probe's time and memory. A probe that raises, crashes or runs past the budget
     fails this document alone."""
     started = time.perf_counter()
+    try:
+        probe: Any = _isolated(probe_pdf, row["uri"], limits=limits)
+    except Exception as exc:  # Isolated, or anything unexpected: this document's failure
+        probe = exc
+    return _probed(row, probe, time.perf_counter() - started)
+
+
+def probe_documents(batch: pa.Table, limits: Limits = DEFAULT_LIMITS) -> pa.Table:
+    """``probe_document`` for a block of documents, probed one after the other in one isolated
+    child (``run_isolated_each``: a fork per block, not per file; each file within its own
+    budget, and one whose probe fails there probed again alone, so its verdict is its own)."""
+    _preload()
+    rows = batch.to_pylist()
+    probes = run_isolated_each(
+        probe_pdf, [r["uri"] for r in rows], timeout_s=limits.timeout_s, memory_mb=limits.memory_mb
+    )
+    return pa.Table.from_pylist([_probed(r, p, s) for r, (p, s) in zip(rows, probes, strict=True)])
+
+
+def _probed(row: dict, probe: Any, seconds: float) -> dict:
+    """The probed row of ``row`` from its ``Probe``, or the exception its probe ended in
+    (``Isolated``: crashed, stalled or raised in the child)."""
     base = {"doc_id": row["doc_id"], "uri": row["uri"], "size": row["size"], "meta": "{}"}
     base.update(start=0, stop=0, n_pages=0, status=FAILED, error="", warning="")
     base.update(failure_stage="", traceback="", ocr_pages="[]")
     try:
-        probe = _isolated(probe_pdf, row["uri"], limits=limits)
+        if isinstance(probe, Exception):
+            raise probe
         base.update(status=probe.status, error=probe.error, warning=probe.warning)
         base["ocr_pages"] = to_json(probe.ocr_pages)
         base["n_pages"] = probe.n_pages
@@ -104,21 +137,29 @@ def probe_document(row: dict, limits: Limits = DEFAULT_LIMITS) -> dict:
         _isolation_failed(base, exc, "open")
     except Exception as exc:  # anything unexpected is this document's failure alone
         _failed(base, exc, "open")
-    base["probe_s"] = time.perf_counter() - started
+    base["probe_s"] = seconds
     base["probe_mb"] = peak_memory_mb()
     return base
 
 
-def plan_tasks(probed: list[dict], pages_per_task: int, workers: int) -> tuple[list, list]:
-    """Probed documents → (whole documents, page ranges of long documents).
-
-    A document is split into ranges of ``pages_per_task`` pages only when it is long against
-    the run: more than 2 ranges and more than a 1/(2 · workers) share of all pages, so that
-    the tasks of a long book spread over the workers while a corpus of many books runs one
-    task per book, with no grouping barrier and no blocks serialised between stages. Each
-    list is largest first (the long tasks start first; short ones fill in around them)."""
+def split_limit(probed: list[dict], pages_per_task: int, workers: int) -> float:
+    """The page count above which a document is long against the run and is split into page
+    ranges: more than 2 ranges and more than a 1/(2 · workers) share of all pages (of the
+    documents not failed), so that the tasks of a long book spread over the workers while a
+    corpus of many books runs one task per book, with no grouping barrier and no blocks
+    serialised between stages."""
     total = sum(r["n_pages"] for r in probed if r["status"] != FAILED)
-    limit = max(2 * pages_per_task, total / (2 * max(1, workers)))
+    return max(2 * pages_per_task, total / (2 * max(1, workers)))
+
+
+def plan_tasks(
+    probed: list[dict], pages_per_task: int, workers: int, limit: float | None = None
+) -> tuple[list, list]:
+    """Probed documents → (whole documents, page ranges of ``pages_per_task`` pages of the
+    documents longer than ``limit`` pages; None: ``split_limit`` of these documents). Each
+    list is largest first (the long tasks start first; short ones fill in around them)."""
+    if limit is None:
+        limit = split_limit(probed, pages_per_task, workers)
     whole, ranges = [], []
     for row in sorted(probed, key=lambda r: (-r["n_pages"], r["doc_id"])):
         if row["status"] == FAILED or row["n_pages"] <= limit:
@@ -127,6 +168,25 @@ def plan_tasks(probed: list[dict], pages_per_task: int, workers: int) -> tuple[l
             spans = page_ranges(row["n_pages"], pages_per_task)
             ranges += [dict(row, start=a, stop=b) for a, b in spans]
     return whole, ranges
+
+
+def pack(rows: list[dict], weight: str, bins: int) -> list[list[dict]]:
+    """``rows`` in at most ``bins`` groups of about equal total ``weight`` (a row's pages, a
+    file's bytes): the heaviest row first into the lightest group. Groups heaviest first, each
+    in the order its rows were placed; deterministic (ties by position). A group is one task:
+    few, even tasks instead of one per small document, whose start-up and scheduling cost as
+    much as the document's work."""
+    if not rows:
+        return []
+    groups: list[list[dict]] = [[] for _ in range(max(1, min(bins, len(rows))))]
+    totals = [0.0] * len(groups)
+    order = sorted(range(len(rows)), key=lambda i: (-rows[i][weight], i))
+    for i in order:
+        lightest = min(range(len(groups)), key=lambda g: (totals[g], g))
+        groups[lightest].append(rows[i])
+        totals[lightest] += rows[i][weight]
+    ranked = sorted(range(len(groups)), key=lambda g: (-totals[g], g))
+    return [groups[g] for g in ranked if groups[g]]
 
 
 def _parse(row: dict) -> tuple[list[Block], list[str]]:
@@ -198,7 +258,15 @@ def assemble_group(
             first["error"] = ocr_found_nothing(first, read)
     args = (first, blocks, errors, parsed, use_outline)
     try:
-        doc = _isolated(_assemble_rows, *args, review, section_filter, scanned, limits=limits)
+        doc = _isolated(
+            _assemble_rows,
+            *args,
+            review,
+            section_filter,
+            scanned,
+            limits=limits,
+            section_filter=section_filter,
+        )
     except Isolated as exc:
         doc = document_row(first, errors)
         _isolation_failed(doc, exc, "assemble")
@@ -262,7 +330,15 @@ def index_documents(
     for row in batch.to_pylist():
         started = time.perf_counter()
         try:
-            doc = _isolated(_index_one, row, use_outline, review, section_filter, limits=limits)
+            doc = _isolated(
+                _index_one,
+                row,
+                use_outline,
+                review,
+                section_filter,
+                limits=limits,
+                section_filter=section_filter,
+            )
         except Isolated as exc:
             doc = document_row(row, [])
             _isolation_failed(doc, exc, "parse")

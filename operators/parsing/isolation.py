@@ -9,6 +9,10 @@ wrong into ``Isolated`` with a reason a user can read: ``crashed: signal 11``, `
 30 s``, ``crashed: exit code 1`` (an allocation the memory budget refused, say). The child's
 address space may grow by at most ``memory_mb`` (``RLIMIT_AS``), so an image or Flate bomb fails its
 own allocation instead of the machine's memory.
+
+``run_isolated_each`` calls a function on many small items in one child (a fork per batch, not
+per item), each item within its own budget; an item whose call fails there is judged again alone
+(``run_isolated``), so every item gets the verdict it would get in a child of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import ctypes
 import multiprocessing
 import resource
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -48,16 +53,38 @@ def own_process(name: bytes = b"bookindex-doc") -> None:
         pass
 
 
-def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
+def _own_budget(memory_mb: int) -> None:
+    """In a child: its own name and death signal, and its memory budget on top of what the
+    parent had mapped (a Ray worker maps its object store)."""
     own_process()
-    if memory_mb > 0:  # on top of what the parent had mapped (a Ray worker maps its object store)
+    if memory_mb > 0:
         limit = _mapped_bytes() + memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child(conn: Any, fn: Callable, args: tuple, memory_mb: int) -> None:
+    _own_budget(memory_mb)
     try:
         conn.send(("ok", fn(*args)))
     except BaseException as exc:  # reported to the parent, which raises Isolated
         tail = "".join(traceback.format_exception(exc))[-_TRACE_CHARS:]
         conn.send(("raised", f"{type(exc).__name__}: {exc}", tail))
+    finally:
+        conn.close()
+
+
+def _each_child(conn: Any, fn: Callable, items: list, memory_mb: int) -> None:
+    """``fn`` on each item in turn, each answer sent as it is ready (``_child``'s answers)."""
+    _own_budget(memory_mb)
+    try:
+        for item in items:
+            try:
+                answer = ("ok", fn(item))
+            except BaseException as exc:  # judged again alone by the parent
+                answer = ("raised", f"{type(exc).__name__}: {exc}", "")
+            conn.send(answer)
+            if answer[0] != "ok":
+                return
     finally:
         conn.close()
 
@@ -78,11 +105,7 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
     """``fn(*args)`` in a child process: its value, or ``Isolated`` when the child crashed,
     ran past ``timeout_s`` seconds (it is killed), or raised. ``fn`` must be a module-level
     function or a builtin."""
-    context = _context
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(send, fn, args, memory_mb), daemon=True)
-    child.start()
-    send.close()
+    receive, child = _start(_child, (fn, args, memory_mb))
     try:
         if not receive.poll(timeout_s):
             child.kill()
@@ -93,14 +116,73 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
             child.join(timeout=10)
             raise Isolated(death_reason(child.exitcode)) from None
     finally:
-        receive.close()
-        child.join(timeout=10)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        _reap(receive, child)
     if answer[0] == "ok":
         return answer[1]
     raise Isolated(answer[1], answer[2])
+
+
+def run_isolated_each(
+    fn: Callable, items: list, *, timeout_s: float, memory_mb: int = 0
+) -> list[tuple[Any, float]]:
+    """``fn(item)`` for each item, in one child process for as many items as go well: per
+    item, its value or the ``Isolated`` that ``run_isolated(fn, item)`` would raise, and its
+    seconds. Each item has ``timeout_s`` from the answer before it; a stalled item is killed at
+    its budget (its own stall) and the rest go on in a new child. An item whose call crashed
+    the child or raised there (an allocation past the child's budget, which the items before
+    it share, say) is run again alone, so that its verdict is its own."""
+    out: list[tuple[Any, float]] = []
+    while len(out) < len(items):
+        rest = items[len(out) :]
+        started = time.perf_counter()
+        receive, child = _start(_each_child, (fn, rest, memory_mb))
+        try:
+            for item in rest:
+                if not receive.poll(timeout_s):
+                    child.kill()
+                    out.append((Isolated(f"timed out after {timeout_s:g} s"), timeout_s))
+                    break
+                try:
+                    answer = receive.recv()
+                except EOFError:  # the child died on this item: judged alone
+                    answer = ("died",)
+                if answer[0] != "ok":
+                    out.append(_alone(fn, item, timeout_s, memory_mb))
+                    break
+                now = time.perf_counter()
+                out.append((answer[1], now - started))
+                started = now
+        finally:
+            _reap(receive, child)
+    return out
+
+
+def _alone(fn: Callable, item: Any, timeout_s: float, memory_mb: int) -> tuple[Any, float]:
+    """``run_isolated(fn, item)``'s value or ``Isolated``, and its seconds."""
+    started = time.perf_counter()
+    try:
+        value: Any = run_isolated(fn, item, timeout_s=timeout_s, memory_mb=memory_mb)
+    except Isolated as exc:
+        value = exc
+    return value, time.perf_counter() - started
+
+
+def _start(target: Callable, args: tuple) -> tuple[Any, Any]:
+    """A forked child running ``target(connection, *args)``; the end its answers arrive at."""
+    receive, send = _context.Pipe(duplex=False)
+    child = _context.Process(target=target, args=(send, *args), daemon=True)
+    child.start()
+    send.close()
+    return receive, child
+
+
+def _reap(receive: Any, child: Any) -> None:
+    """Close the answers' end and wait for the child; one still running is killed."""
+    receive.close()
+    child.join(timeout=10)
+    if child.is_alive():
+        child.kill()
+        child.join()
 
 
 def death_reason(exitcode: int | None) -> str:

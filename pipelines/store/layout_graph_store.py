@@ -1,8 +1,8 @@
 """The ``edges`` and ``communities`` tables (the LAD-RAG document graph; docs/architecture.md §4).
 
 The index job computes each document's graph at assemble time (``operators.graph.layout_graph``)
-and carries it as JSON columns; ``append_graph`` writes those rows, edges first, then
-communities. ``backfill_layout_graph`` computes the graph from the stored ``nodes`` of
+and carries it as JSON columns; ``graph_tables`` makes those rows, which the job writes as
+fragments (``pipelines.store.fragments``) and commits edges first, then communities. ``backfill_layout_graph`` computes the graph from the stored ``nodes`` of
 documents that have none (indexes built before the graph existed, or a run stopped half-way
 through a backfill); a document counts as done when it has ``communities`` rows, the table
 written last.
@@ -29,7 +29,6 @@ from pipelines.store.schemas import (
     edges_schema,
 )
 
-FLUSH_ROWS = 500_000  # edge rows held before an append (one Lance version per append)
 BACKFILL_DOCS = 64  # documents read from ``nodes`` at a time
 _NODE_COLUMNS = [
     "doc_id",
@@ -58,32 +57,6 @@ def graph_tables(rows: Iterable[dict]) -> tuple[pa.Table, pa.Table]:
         pa.Table.from_pylist(edges, schema=edges_schema),
         pa.Table.from_pylist(communities, schema=communities_schema),
     )
-
-
-def append_graph(index_dir: str | Path, batches: Iterable[pa.Table]) -> tuple[int, int]:
-    """Append the graphs carried by these batches of document rows; → rows (edges,
-    communities) written. Appends once per ``FLUSH_ROWS`` edges, edges before communities."""
-    pending: list[dict] = []
-    held = written_edges = written_communities = 0
-
-    def flush() -> None:
-        nonlocal pending, held, written_edges, written_communities
-        edges, communities = graph_tables(pending)
-        lance_store.append(index_dir, EDGES, edges)
-        lance_store.append(index_dir, COMMUNITIES, communities)
-        written_edges += edges.num_rows
-        written_communities += communities.num_rows
-        pending, held = [], 0
-
-    for batch in batches:
-        for row in batch.select(["doc_id", "edges", "communities"]).to_pylist():
-            pending.append(row)
-            held += len(row["edges"] or "") // 100  # ~100 bytes of JSON per edge
-            if held >= FLUSH_ROWS:
-                flush()
-    if pending:
-        flush()
-    return written_edges, written_communities
 
 
 def _doc_ids(index_dir: str | Path, table: str) -> set[str]:

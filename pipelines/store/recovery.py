@@ -1,8 +1,9 @@
 """Crash consistency of an index: ``documents`` is the commit marker.
 
-A run writes every other table first — ``nodes`` (one atomic Ray ``write_lance`` commit),
-``edges``, ``communities``, ``mentions``, ``relations``, ``er_decisions``, ``entities``
-(rewritten whole), the documents' ``failures`` — and appends the ``documents`` rows last. So:
+A run writes every other table first — ``nodes``, ``edges`` and ``communities`` (each one
+commit of the fragments the job's tasks wrote, ``store/fragments.py``), ``mentions``,
+``relations``, ``er_decisions``, ``entities`` (rewritten whole), the documents' ``failures`` —
+and appends the ``documents`` rows last. So:
 
 - a row of a per-document table is *visible* only when its ``doc_id`` is in ``documents``
   (``committed_doc_ids``, ``read_committed``; the query side's reader,

@@ -19,7 +19,7 @@ from pipelines.index_pipeline import run_index
 from pipelines.run_stats import summary_line
 from pipelines.store import lance_store
 from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
-from pipelines.structure_stage import plan_tasks
+from pipelines.structure_stage import plan_tasks, split_limit
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +268,7 @@ def test_plan_splits_only_books_long_against_the_run():
     books = [probed("a", 300), probed("b", 40), probed("c", 30), probed("x", 0, "failed")]
     whole, ranges = plan_tasks(books, pages_per_task=64, workers=2)
     # 370 pages over 2 workers: the limit is max(2 · 64, 370 / 4) = 128 pages
+    assert split_limit(books, pages_per_task=64, workers=2) == 128
     assert [(r["doc_id"], r["start"], r["stop"]) for r in ranges] == [
         ("a", 0, 64),
         ("a", 64, 128),
@@ -284,3 +285,6 @@ def test_plan_splits_only_books_long_against_the_run():
     many = [probed(str(i), 300) for i in range(8)]
     whole, ranges = plan_tasks(many, pages_per_task=64, workers=2)
     assert len(whole) == 8 and ranges == []
+    # the run's limit, counted over every document (those with pages to OCR too), is given
+    whole, ranges = plan_tasks(books, pages_per_task=64, workers=2, limit=300)
+    assert len(whole) == 4 and ranges == []

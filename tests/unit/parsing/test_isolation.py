@@ -66,3 +66,41 @@ def test_no_child_outlives_its_call():
     import multiprocessing
 
     assert multiprocessing.active_children() == []
+
+
+def _probe_or_crash(path: str):
+    """A probe, but the child dies on a file named crash*.pdf (as a hostile PDF kills MuPDF)."""
+    if os.path.basename(path).startswith("crash"):
+        ctypes.string_at(0)
+    return probe_pdf(path)
+
+
+def test_many_items_in_one_child_each_get_the_verdict_of_their_own_child(shared_data, tmp_path):
+    """Real PDFs probed in one child answer as each in a child of its own; an item that kills
+    the child, one that stalls and one past the memory budget are each that item's failure,
+    judged alone, and the items after them are still run."""
+    from operators.parsing.isolation import run_isolated_each
+
+    papers = sorted((shared_data / "mmlongbench" / "documents").glob("23*.pdf"))[:3]
+    crashing = tmp_path / "crash.pdf"
+    crashing.write_bytes(b"%PDF-1.4 not really")
+    items = [str(papers[0]), str(crashing), str(papers[1]), str(papers[2])]
+    found = run_isolated_each(_probe_or_crash, items, timeout_s=120)
+    assert [type(v).__name__ for v, _ in found] == ["Probe", "Isolated", "Probe", "Probe"]
+    assert found[1][0].reason == "crashed: signal 11 (SIGSEGV)"
+    for (value, seconds), path in zip(found, items, strict=True):
+        if not isinstance(value, Isolated):
+            assert value == run_isolated(probe_pdf, path, timeout_s=120) and seconds > 0
+
+    stalled = run_isolated_each(time.sleep, [0, 60, 0], timeout_s=1)
+    assert [v if not isinstance(v, Isolated) else v.reason for v, _ in stalled] == [
+        None,
+        "timed out after 1 s",
+        None,
+    ]
+    big = run_isolated_each(bytearray, [16, 8 << 30, 16], timeout_s=60, memory_mb=512)
+    assert isinstance(big[1][0], Isolated) and "MemoryError" in big[1][0].reason
+    assert big[0][0] == big[2][0] == bytearray(16)
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []

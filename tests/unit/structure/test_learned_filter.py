@@ -76,6 +76,33 @@ def test_exported_trees_score_like_scikit_learn(small_books):
     assert np.allclose(ours, clf.predict_proba(x), atol=1e-4)
 
 
+def test_stacked_tree_walk_sums_like_the_per_tree_walk(shared_data, small_books, monkeypatch):
+    """Every model call while two real books are structured, outline on and off, and a pool
+    of real rows larger than one stacked walk takes at once: ``raw`` (all trees walked at
+    once) returns the per-tree walk's sums bit for bit, so the filter decides the same."""
+    import numpy as np
+
+    calls = []
+    stacked = learned_filter.TreeEnsemble.raw
+
+    def checked(self, x):
+        out = stacked(self, x)
+        calls.append((len(x), np.array_equal(out, self.raw_per_tree(x))))
+        return out
+
+    monkeypatch.setattr(learned_filter.TreeEnsemble, "raw", checked)
+    for prefix in SMALL_BOOKS:
+        for outline in (True, False):
+            extract_headings(str(_hips_pdf(shared_data, prefix)), outline)
+    assert len(calls) >= 12 and sum(n for n, _ in calls) > 200
+    assert all(same for _, same in calls)
+    model = load_model()
+    rows = np.vstack([b.x_off for b in small_books] * 8)  # real feature rows, > 2,048
+    assert len(rows) > learned_filter._ROWS_AT_ONCE
+    for heading in (model.off.heading, model.on.heading):
+        assert np.array_equal(stacked(heading, rows), heading.raw_per_tree(rows))
+
+
 def test_committed_model_loads_without_training_extras(shared_data):
     """A fresh interpreter where scikit-learn cannot be imported loads the committed model
     and finds headings with it, with no warning."""
