@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from operators.models.onnx_embedder import padded_batches, word_piece_tokenizer
+from operators.models.onnx_embedder import pooled_vectors, word_piece_tokenizer
 
 
 def native_bf16() -> bool:
@@ -104,16 +104,7 @@ class Bf16Embedder:
     def encode(self, texts: list[str], batch_size: int = 16, batch_tokens: int = 0) -> np.ndarray:
         """Vectors of ``texts`` in their order (mean of the word pieces' last states, unit
         length), run in ``padded_batches``."""
-        out: np.ndarray | None = None
-        for rows, ids, mask in padded_batches(self.tokenizer, texts, batch_size, batch_tokens):
-            hidden = self.hidden(ids, mask)
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            if out is None:
-                out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
-            out[rows] = pooled
-        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+        return pooled_vectors(self.tokenizer, texts, self.hidden, batch_size, batch_tokens)
 
 
 def _norm(weights: dict, prefix: str) -> tuple:

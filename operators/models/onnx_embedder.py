@@ -19,6 +19,7 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -254,17 +255,34 @@ class OnnxEmbedder:
 
     def encode(self, texts: list[str], batch_size: int = 64, batch_tokens: int = 0) -> np.ndarray:
         """Vectors of ``texts`` in their order, run in ``padded_batches``."""
-        out: np.ndarray | None = None
-        for rows, ids, mask in padded_batches(self.tokenizer, texts, batch_size, batch_tokens):
+
+        def hidden(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = self.session.run(None, feed)[0]
-            weights = mask[..., None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            if out is None:
-                out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
-            out[rows] = pooled
-        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+            return self.session.run(None, feed)[0]
+
+        return pooled_vectors(self.tokenizer, texts, hidden, batch_size, batch_tokens)
+
+
+def pooled_vectors(
+    tokenizer,
+    texts: list[str],
+    hidden: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    batch_size: int,
+    batch_tokens: int = 0,
+) -> np.ndarray:
+    """Vectors of ``texts`` in their order: ``hidden(input_ids, attention_mask)`` (the last
+    states) run in ``padded_batches``, mean-pooled over the word pieces, unit length. One
+    pooling for every MiniLM runtime (ONNX fp32/int8, bf16)."""
+    out: np.ndarray | None = None
+    for rows, ids, mask in padded_batches(tokenizer, texts, batch_size, batch_tokens):
+        states = hidden(ids, mask)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        if out is None:
+            out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
+        out[rows] = pooled
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 def padded_batches(tokenizer, texts: list[str], batch_size: int, batch_tokens: int = 0):
