@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bumped by a change to the tree, TOC or document fields assembled here, including those of
 # blocks, furniture, sections, outline_filter, llm_refiner and tree (pipelines/provenance.py).
-BUILD_VERSION = 2
+BUILD_VERSION = 3
 
 
 @dataclass

@@ -440,12 +440,17 @@ def resolve_headings(
 def _place_outline_only(
     headings: list[Heading], outline_only: list[OutlineHeading], blocks: list[Block]
 ) -> list[Heading]:
-    """Outline entries with no block go before the first heading or block of their page."""
+    """Outline entries with no block go before the first heading of their page that a block
+    carries (after the entries of that page placed before them: the outline's order holds)."""
     placed = list(headings)
     for entry in outline_only:
         heading = Heading(entry.level, entry.title, entry.page, None)
         pos = next(
-            (n for n, h in enumerate(placed) if h.page >= entry.page),
+            (
+                n
+                for n, h in enumerate(placed)
+                if h.page > entry.page or (h.page == entry.page and h.block_index is not None)
+            ),
             len(placed),
         )
         placed.insert(pos, heading)

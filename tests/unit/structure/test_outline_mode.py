@@ -76,3 +76,16 @@ def test_outline_on_keeps_bookmark_levels_and_adds_consistent_deeper_ones(aegis)
     found = match_headings(headings, gold)
     titles = {gold[m.gold_idx][1] for m in found}
     assert {"Books and Journal Articles", "Internet Sources"} <= titles
+
+
+def test_outline_entries_no_block_carries_keep_the_outline_order(shared_data):
+    """basic-income-tax's first three bookmarks ("Basic Income Tax", "2016-2017", "Fourth
+    Edition", all on page 1) match no block: they open the tree in the outline's order, before
+    page 1's headings (each used to be inserted before the one placed ahead of it, reversing
+    them)."""
+    pdf = shared_data / "hips_extra" / "PDFs" / "basic-income-tax-2016-2017.pdf"
+    with pymupdf.open(pdf) as doc:
+        unmatched = [t for _, t, p in doc.get_toc() if p == 1][:3]
+    headings = extract_headings(str(pdf), use_outline=True)
+    titles = [t for _, t, _ in headings]
+    assert titles[:3] == unmatched == ["Basic Income Tax", "2016-2017", "Fourth Edition"]
