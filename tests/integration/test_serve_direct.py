@@ -29,6 +29,9 @@ def direct(hotpot_index):
     token, port = secrets.token_urlsafe(24), free_port()
     env = dict(os.environ, BOOKINDEX_SERVE_TOKEN=token, PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
+    # Ray Serve keeps a direct-ingress replica draining for 30 s at shutdown (time for a load
+    # balancer to deregister it; none here): the fixture's stop took ~34 s, all of it waiting.
+    env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] = "0"
     command = [sys.executable, "-m", "jobs.serve", "--index", str(index)]
     command += ["--port", str(port), "--set", "serve.max_body_bytes=2048"]
     log = (root / "serve.log").open("w")
