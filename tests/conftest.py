@@ -115,3 +115,24 @@ def hotpot_index(hotpot_built, tmp_path_factory):
         return root / "index"
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def hotpot_questions_index(ray_session, shared_data, tmp_path_factory) -> tuple[Path, list[dict]]:
+    """The gold passages of the first three HotpotQA questions, then the first 24 passages
+    (25 in all, p0-p24), indexed once per session (default configuration: vectors, entities),
+    and those questions. Shared by the Serve test and the query-side test; read it, never
+    write it."""
+    from pipelines.index_pipeline import run_index
+
+    root = tmp_path_factory.mktemp("hotpot_questions")
+    folder = shared_data / "multihop" / "hotpotqa"
+    questions = [json.loads(line) for line in (folder / "questions.jsonl").open()][:3]
+    gold = {str(g) for q in questions for g in q["gold_ids"]}
+    lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    picked = [ln for ln in lines if str(json.loads(ln)["id"]) in gold] + lines[:24]
+    (root / "corpus.jsonl").write_text("\n".join(dict.fromkeys(picked)) + "\n")
+    index = root / "index"
+    summary = run_index([str(root / "corpus.jsonl")], index)
+    assert (summary.ok, summary.failed) == (len(dict.fromkeys(picked)), 0), summary.failures
+    return index, questions

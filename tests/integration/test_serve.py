@@ -3,34 +3,25 @@ clear 4xx answers to malformed requests while the server keeps serving."""
 
 from __future__ import annotations
 
-import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from pipelines.index_pipeline import run_index
 from pipelines.serve_app import free_port
 
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
 
 
 @pytest.fixture(scope="module")
-def server(ray_session, shared_data, tmp_path_factory):
+def server(hotpot_questions_index, tmp_path_factory):
     from ray import serve
 
     from pipelines.serve_app import build_app
 
     root = tmp_path_factory.mktemp("serve")
-    folder = shared_data / "multihop" / "hotpotqa"
-    questions = [json.loads(line) for line in (folder / "questions.jsonl").open()][:3]
-    gold = {str(g) for q in questions for g in q["gold_ids"]}
-    lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    picked = [ln for ln in lines if str(json.loads(ln)["id"]) in gold] + lines[:24]
-    (root / "corpus.jsonl").write_text("\n".join(dict.fromkeys(picked)) + "\n")
-    index = root / "index"
-    run_index([str(root / "corpus.jsonl")], index)
+    index, questions = hotpot_questions_index  # 25 passages, the questions' gold among them
     token = secrets.token_urlsafe(24)
     (root / "token").write_text(token, encoding="utf-8")
     port = free_port()
