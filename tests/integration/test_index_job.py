@@ -15,6 +15,7 @@ import pytest
 
 from operators.config import BookindexConfig, IndexConfig
 from operators.eval.heading_gold import normalize_title
+from operators.eval.ocr_quality import page_subset_pdf
 from pipelines.index_pipeline import run_index
 from pipelines.run_stats import summary_line
 from pipelines.store import lance_store
@@ -219,8 +220,10 @@ def _rerun_and_change(corpus: Path, out: Path, tmp_path: Path) -> None:
 
     other = build_sample_corpus(tmp_path / "other", n_docs=2, seed=1)
     old_id = _docs(out).filter(pl.col("uri").str.ends_with("sample_03.pdf"))["doc_id"][0]
-    shutil.copy(other[0], corpus / "sample_03.pdf")
-    shutil.copy(other[1], corpus / "added.pdf")
+    # three pages of each other book: new bytes are what the run must notice, not their length
+    # (whole books only made this run parse and enrich ~2 x 400 more nodes)
+    page_subset_pdf(str(other[0]), str(corpus / "sample_03.pdf"), [1, 2, 3])
+    page_subset_pdf(str(other[1]), str(corpus / "added.pdf"), [1, 2, 3])
     third = run_index([str(corpus)], out)
     assert (third.ok, third.skipped) == (2, 3)
     docs = _docs(out)
