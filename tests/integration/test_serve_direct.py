@@ -35,7 +35,16 @@ def direct(hotpot_index):
     command = [sys.executable, "-m", "jobs.serve", "--index", str(index)]
     command += ["--port", str(port), "--set", "serve.max_body_bytes=2048"]
     log = (root / "serve.log").open("w")
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        # Ctrl-C stops it even where pytest itself runs with SIGINT ignored (started in the
+        # background: `cmd &`); there the stop below ran into its 60 s timeout and a kill
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 300
         while "serving" not in (root / "serve.log").read_text():
