@@ -14,12 +14,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
+import sys
 import threading
 from collections import Counter
 from functools import cache, cached_property
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,6 +149,41 @@ def _sentence_transformer(threads: int, device: str = "cpu"):
         return _shared[key]
 
 
+def spacy_needs_torch(name: str) -> bool:
+    """Whether the installed spaCy pipeline ``name`` may run torch: a model architecture in
+    its ``config.cfg`` that is not spaCy's own (``spacy.*``; spacy-transformers' are
+    ``spacy-transformers.*``), or no config found (then assume it does)."""
+    spec = importlib.util.find_spec(name)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    configs = [c for d in locations for c in sorted(Path(d).glob("*/config.cfg"))]
+    if not configs:
+        return True
+    text = configs[0].read_text(encoding="utf-8")
+    found = re.findall(r'^@architectures\s*=\s*"([^"]+)"', text, flags=re.MULTILINE)
+    return not found or any(not a.startswith("spacy.") for a in found)
+
+
+def _import_spacy(name: str):
+    """``spacy``, imported without torch where nothing will use it: thinc imports torch
+    whenever it can (about a CPU-second per process, paid by every enrich worker's model
+    process at start-up: README, "Enrich throughput"), and a pipeline of spaCy's own
+    architectures runs on thinc's numpy ops either way (the same entities: tested). Torch is
+    hidden only while spaCy is first imported, in a process that has not imported torch, for
+    a pipeline that does not need it (``spacy_needs_torch``); ``import torch`` works as
+    before afterwards (the embedder's export, bf16, torch runtimes)."""
+    if "spacy" in sys.modules or "torch" in sys.modules or spacy_needs_torch(name):
+        import spacy
+
+        return spacy
+    sys.modules["torch"] = None  # type: ignore[assignment]  # import torch: ImportError
+    try:
+        import spacy
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+    return spacy
+
+
 def _spacy(name: str, sentences: str = "parser"):
     """The NER pipeline, one per process. ``sentences``: the component that sets sentence
     boundaries (NER never lets an entity cross one): ``parser`` (with the shared tok2vec it
@@ -153,8 +192,7 @@ def _spacy(name: str, sentences: str = "parser"):
     with _lock:
         key = f"spacy:{name}:{sentences}"
         if key not in _shared:
-            import spacy
-
+            spacy = _import_spacy(name)
             if sentences == "senter":
                 nlp = spacy.load(name, exclude=[*SPACY_UNUSED, "parser", "tok2vec"])
                 nlp.enable_pipe("senter")
