@@ -17,7 +17,7 @@ be led to the passages that carry it (``operators.query.zoom``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -118,6 +118,34 @@ class DocumentView:
             sentence_vectors={
                 model.node_ids[p]: rows for p, rows in model.sentence_vectors.items()
             },
+        )
+
+    def single(self, doc: int) -> DocumentView:
+        """The view of document ``doc`` alone: its chunks as document 0 and only its own
+        entities (the columns renumbered; names are linked against these alone). The graph a
+        question asked of that one document walks, so that its evidence does not depend on
+        the other documents of the index (their vectors, their entities, their names)."""
+        own = self.doc_entity[doc].indices
+        column = np.full(len(self.entity_ids), -1, np.int64)
+        column[own] = np.arange(len(own))
+        title = -1 if self.title_entity is None else int(self.title_entity[doc])
+        return DocumentView(
+            doc_ids=[self.doc_ids[doc]],
+            uris=[self.uris[doc]],
+            names=[self.names[doc]],
+            titles=[self.titles[doc]],
+            texts=[self.texts[doc]],
+            doc_vectors=self.doc_vectors[doc : doc + 1],
+            entity_ids=[self.entity_ids[e] for e in own],
+            entity_names=[self.entity_names[e] for e in own],
+            doc_entity=sp.csr_matrix(np.ones((1, len(own)), np.float32)),
+            leaves={0: [replace(c, doc=0) for c in self.leaves.get(doc, [])]},
+            passage=[self.passage[doc]],
+            n_index_entities=int((own < self.n_index_entities).sum())
+            if self.n_index_entities >= 0
+            else -1,
+            title_entity=np.array([column[title] if title >= 0 else -1], np.int64),
+            sentence_vectors=self.sentence_vectors,
         )
 
     @property

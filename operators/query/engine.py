@@ -38,6 +38,7 @@ from operators.walks.engine import WalkEngine, make_engine
 
 # auto: the method that measured best per question class (see README, PDF QA evaluation)
 AUTO_ROUTE = {GLOBAL: "bookrag", MULTI: "bookrag", SINGLE: "bookrag"}
+DOC_ZOOMS_KEPT = 64  # one-document ZoomRAG views kept (QueryEngine.zoom_of)
 
 
 class QueryEngine:
@@ -51,6 +52,7 @@ class QueryEngine:
         self.config = config or BookindexConfig()
         self.walk = walk or make_engine(self.config.walk)
         self._zoom: Zoom | None = None
+        self._doc_zooms: dict[int, Zoom] = {}  # zoom_of's, least recently used first
         self._retrieval: Retrieval | None = None
 
     @property
@@ -274,20 +276,36 @@ class QueryEngine:
         documents and the entity scores (one walk for the batch); Chunk-Zoom over those
         documents' chunks (a PDF's leaves, a passage's sentences) picks the evidence (one
         solve for the batch): the leaf of each chunk, best first, once. A question asked of
-        one document takes its chunks from that document only. Per question: (evidence
-        positions, scores) and its trace."""
-        zoom = self.zoom
+        one document walks that document's own graph (``zoom_of``: its vector, its entities,
+        the query's links to them) and takes its chunks from it, so its evidence does not
+        depend on the other documents of the index. Per question: (evidence positions,
+        scores) and its trace."""
         vectors = self.model.embed(questions)
-        ids, _, entity_scores = zoom.doc_zoom(questions, vectors)
-        doc_lists = [
-            [doc] if doc is not None else [int(d) for d in row]
-            for doc, row in zip(docs, ids, strict=True)
-        ]
-        ranked = zoom.chunk_zoom(doc_lists, entity_scores)
+        doc_lists: list[list[int]] = [[] for _ in questions]
+        ranked: list[list] = [[] for _ in questions]
+        corpus = [i for i, doc in enumerate(docs) if doc is None]
+        if corpus:
+            ids, _, entity_scores = self.zoom.doc_zoom(
+                [questions[i] for i in corpus], vectors[corpus]
+            )
+            lists = [[int(d) for d in row] for row in ids]
+            for i, row, chunks in zip(
+                corpus, lists, self.zoom.chunk_zoom(lists, entity_scores), strict=True
+            ):
+                doc_lists[i], ranked[i] = row, chunks
+        for doc in sorted({d for d in docs if d is not None}):
+            asked = [i for i, d in enumerate(docs) if d == doc]
+            zoom = self.zoom_of(doc)
+            query_entity = zoom.link_entities([questions[i] for i in asked])
+            _, entity_scores = zoom.doc_zoom_scores(vectors[asked], query_entity, 1)
+            for i, chunks in zip(
+                asked, zoom.chunk_zoom([[0]] * len(asked), entity_scores), strict=True
+            ):
+                doc_lists[i], ranked[i] = [doc], chunks
         out = []
         for doc_list, chunks, k in zip(doc_lists, ranked, ks, strict=True):
             trace = [{"op": "Doc_Zoom", "out": len(doc_list)}]
-            n_chunks = sum(len(zoom.chunks(d)) for d in doc_list)
+            n_chunks = sum(len(self.zoom.chunks(d)) for d in doc_list)
             if n_chunks == 0:
                 out.append((([], []), trace))
                 continue
@@ -298,6 +316,19 @@ class QueryEngine:
             evidence = list(best)[:k]
             out.append(((evidence, [best[p] for p in evidence]), trace))
         return out
+
+    def zoom_of(self, doc: int) -> Zoom:
+        """ZoomRAG over document ``doc`` alone (``DocumentView.single``), on a walk engine of
+        its own (one document's graph: built in milliseconds); the latest
+        ``DOC_ZOOMS_KEPT`` are kept."""
+        zoom = self._doc_zooms.pop(doc, None)
+        if zoom is None:
+            view = self.zoom.view.single(doc)
+            zoom = Zoom(view, self.model.backend, make_engine(self.config.walk))
+        self._doc_zooms[doc] = zoom  # most recently used last
+        while len(self._doc_zooms) > DOC_ZOOMS_KEPT:
+            del self._doc_zooms[next(iter(self._doc_zooms))]
+        return zoom
 
 
 def _empty(question: Any, method: str, doc: str | None) -> dict:

@@ -247,3 +247,49 @@ def test_questions_link_lower_case_names_over_pdfs_and_capitalised_ones_over_pas
     corpus.passage = [False] * corpus.n_docs
     pdfs = _zoom(corpus).link_entities([question])
     assert sorted(pdfs.indices.tolist()) == [3, 4]
+
+
+def test_a_question_asked_of_one_pdf_gets_the_same_zoom_evidence_whatever_else_is_indexed(
+    engine, config, doc
+):
+    """A question asked of one document walks that document's own graph (QueryEngine.zoom_of):
+    on the real paper's index, its evidence (nodes and scores) stays the same when the view
+    also holds a second document close to the paper that shares half of its entities (as
+    the index job's corpus resolution shares them). Before, Doc-Zoom walked the whole index,
+    so another PDF's vector and entities moved this one's Chunk-Zoom scores and ranking."""
+    import dataclasses
+
+    from operators.query.engine import QueryEngine
+    from tests.conftest import PAPER
+
+    view = engine.zoom.view
+    shared = view.doc_entity[doc].indices[::2]
+    second = sp.csr_matrix(
+        (np.ones(len(shared), np.float32), (np.zeros(len(shared), np.int64), shared)),
+        shape=(1, len(view.entity_ids)),
+    )
+    near = view.leaves[doc][0].vector  # the paper's first leaf: a vector the query links to
+    two = dataclasses.replace(
+        view,
+        doc_ids=[*view.doc_ids, "second"],
+        uris=[*view.uris, "second.pdf"],
+        names=[*view.names, "second.pdf"],
+        titles=[*view.titles, "Second"],
+        texts=[*view.texts, "Second"],
+        doc_vectors=np.vstack([view.doc_vectors, near / np.linalg.norm(near)]),
+        doc_entity=sp.vstack([view.doc_entity, second], format="csr"),
+        passage=[*view.passage, False],
+        title_entity=None if view.title_entity is None else np.append(view.title_entity, -1),
+    )
+    beside = QueryEngine(engine.model, config)
+    beside._zoom = Zoom(two, engine.model.backend, make_engine(config.walk))
+    for question in [
+        "What datasets are used in the study?",
+        "How are the Receptiviti scores computed?",
+        "Which baselines are compared?",
+        "What is the size of the Amazon-beauty dataset?",
+    ]:
+        alone = engine.answer(question, "zoom", PAPER, 5)["evidence"]
+        both = beside.answer(question, "zoom", PAPER, 5)["evidence"]
+        assert alone and [e["node_id"] for e in both] == [e["node_id"] for e in alone]
+        assert [e["score"] for e in both] == pytest.approx([e["score"] for e in alone], rel=1e-9)
