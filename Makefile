@@ -37,7 +37,7 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q tests/unit
-	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q --durations=30 tests/integration
 
 unit: lint  # the fast tier alone: no Ray, no Serve
 	$(BIN)/python -m pytest -q tests/unit
