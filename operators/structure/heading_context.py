@@ -92,19 +92,24 @@ def numbering_key(text: str) -> tuple[str, tuple[int, ...], int] | None:
 
 def row_style(row: np.ndarray) -> tuple:
     """A feature row's style key: size against the body (to 0.01), bold, italic, capitals,
-    and the typeface's share of the text (to 0.01)."""
+    the typeface's share of the text (to 0.01), and whether the line opens with a bold (an
+    italic) run while the whole is not bold (italic): "Commissioner v. Glenshaw Glass Co." in
+    bold before its citation in roman is not the body's style."""
+    bold, italic = bool(row[_F["bold"]]), bool(row[_F["italic"]])
     return (
         round(float(row[_F["size_ratio"]]), 2),
-        bool(row[_F["bold"]]),
-        bool(row[_F["italic"]]),
+        bold,
+        italic,
         bool(row[_F["caps"]]),
         round(float(row[_F["face_share"]]), 2),
+        not bold and bool(row[_F["lead_bold"]] > 0),
+        not italic and bool(row[_F["lead_italic"]] > 0),
     )
 
 
 def _prominence(style: tuple) -> tuple:
-    size, bold, italic, caps, face_share = style
-    return (size, bold, caps, not italic, -face_share)
+    size, bold, italic, caps, face_share, lead_bold, lead_italic = style
+    return (size, bold, caps, not italic, -face_share, lead_bold, lead_italic)
 
 
 def context_features(

@@ -7,7 +7,10 @@ typeface and its rarity), its style cluster (how often, how many per page, how s
 how numbered, its prominence rank), numbering (depth and kind), white space above and below,
 indentation and centring, line length, position on the page and in the book, what follows,
 contents-page evidence, and the rule deciders' own verdicts (the layout filter's level and
-reason, the outline filter's when an outline is used). The rules stay as features.
+reason, the outline filter's when an outline is used). The rules stay as features. Two
+columns see inside a line: the share of its first line in an opening bold or italic run (the
+parse's ``extra["lead"]``: a case name in bold before its citation in roman), and a bare
+label ("a)", "II.") set apart on the same line to its left.
 
 Plain Python and numpy only: the product computes these at index time.
 """
@@ -60,6 +63,12 @@ _MATTER = re.compile(
 _SHAPE_EDGE_NUMBER = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\b|\b([0-9]{1,4}|[ivxlc]{1,6})$")
 REPEAT_Y_TOL = 0.02  # share of the page height within which a repeat counts as the same place
 REPEAT_NEAR_PAGES = 3
+# A heading's number set apart on its left, as a block of its own on the same line ("a)" beside
+# "Coming from a practical observation: …"): a letter, roman or arabic label, or a dotted number.
+_HANGING_LABEL = re.compile(
+    r"^(\(?[a-zA-Z]{1,3}\)|[A-Z]\.|[IVXLC]{1,6}\.?|\d{1,2}(\.\d{1,2})*\.?|\d{1,2}\)|§\s*\d+)$"
+)
+HANGING_LABEL_GAP = 60.0  # points between the label's right edge and the title's left edge
 # Reasons the rule deciders give, one indicator feature each (others count as "other").
 RULE_REASONS = (
     "style",  # layout: kept in a style cluster
@@ -144,6 +153,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "outline_level",
     *(f"outline_{r}" for r in OUTLINE_REASONS),
     "outline_prev_level",
+    "lead_bold",
+    "lead_italic",
+    "label_beside",
 )
 N_FEATURES = len(FEATURE_NAMES)
 _COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
@@ -239,6 +251,25 @@ def _shape_places(blocks: list[Block]) -> dict[str, list[tuple[int, float]]]:
     return places
 
 
+def _hanging_labels(blocks: list[Block]) -> dict[int, list[Block]]:
+    """Per page, the one-line text blocks that are a bare heading label (``_HANGING_LABEL``)."""
+    labels: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        short = b.kind in (TEXT, TITLE, LIST) and b.n_lines == 1 and len(b.text) <= 8
+        if short and _HANGING_LABEL.match(b.text.strip()):
+            labels[b.page].append(b)
+    return labels
+
+
+def label_beside(b: Block, labels: list[Block]) -> bool:
+    """A bare label sits on the block's first line, just left of it."""
+    near = max(2.0, 0.4 * b.font_size)
+    return any(
+        lab is not b and abs(lab.y0 - b.y0) < near and 0 <= b.x0 - lab.x1 < HANGING_LABEL_GAP
+        for lab in labels
+    )
+
+
 def _repeats(places: list[tuple[int, float]], page: int, y: float) -> tuple[int, int]:
     """Other pages carrying the same shape at the same height, and within a few pages."""
     same_y = {p for p, py in places if p != page and abs(py - y) <= REPEAT_Y_TOL}
@@ -299,6 +330,7 @@ def candidate_features(
     toc_pages = contents_pages(blocks) if contents else set()
     places = _shape_places(blocks)
     part_pages = {c.page for c in candidates if _PART.match(c.text.strip())}
+    hanging = _hanging_labels(blocks)
 
     outline_prev = 0
     for pos, c in enumerate(candidates):
@@ -380,6 +412,10 @@ def candidate_features(
         row[_COL["is_part"]] = _PART.match(text) is not None
         row[_COL["doc_parts"]] = min(len(part_pages), 30)
         row[_COL["matter_name"]] = _MATTER.match(shape) is not None
+        lead_bold, lead_italic = b.extra.get("lead", (0.0, 0.0))
+        row[_COL["lead_bold"]] = lead_bold
+        row[_COL["lead_italic"]] = lead_italic
+        row[_COL["label_beside"]] = label_beside(b, hanging.get(b.page, []))
         d = layout[pos]
         row[_COL["is_candidate"]] = b.kind == TITLE
         row[_COL["kind_list"]] = b.kind == LIST

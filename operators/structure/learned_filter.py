@@ -9,7 +9,8 @@ one binary model "is this candidate a heading" and one multiclass model "its rel
 per mode (outline off / on). The model file is plain JSON (trees as arrays) evaluated with
 numpy here: loading it needs neither scikit-learn nor pickle. With the outline off, where the
 model file says ``consensus`` (training sets it when its inner CV favours it), the kept headings
-of one style share one level (``style_consensus``).
+of one style share one level (``style_consensus``). Which score decides "is a heading" (stage 1's,
+stage 2's or their mean: ``stage`` in the model file) is also chosen by training's inner CV.
 
 With the outline on, the outline's entries keep the outline's levels (the model may still drop
 an entry it scores as furniture), outline entries no block carries are kept as the outline
@@ -210,6 +211,8 @@ class ModeModel:
     blend: bool = False  # the final score is the mean of both stages' (outline off)
     # the kept headings of one style share one level (``style_consensus``; outline off)
     consensus: bool = False
+    # the final score is stage 1's (training's inner CV chose it over stage 2 and the blend)
+    first_stage_only: bool = False
 
     def score(
         self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
@@ -222,7 +225,9 @@ class ModeModel:
         p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
         p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
-        if self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
+        if self.first_stage_only:
+            p2 = p1
+        elif self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
             p2 = (p1 + p2) / 2.0
         level_probs = self.level.probability(xa)
         if self.step is not None and len(p2):
@@ -360,6 +365,7 @@ def parse_model(data: dict) -> SectionModel:
                 else None,
                 blend=bool(data["modes"][name].get("blend", False)),
                 consensus=bool(data["modes"][name].get("consensus", False)),
+                first_stage_only=data["modes"][name].get("stage") == "first",
             )
             for name in ("off", "on")
         }

@@ -59,3 +59,43 @@ def test_running_heads_with_a_page_number_repeat_at_the_same_height(shared_data)
     assert all(x[k, same_y] == 0 for k in named if members[k].page == 19)
     intro = [k for k, c in enumerate(members) if c.text.strip() == "I. Introduction"]
     assert intro and all(x[k, same_y] == 0 and x[k, near] == 0 for k in intro)
+
+
+def _book(shared_data: Path, prefix: str) -> Path:
+    pdfs = sorted((shared_data / "hips_extra" / "PDFs").glob(f"{prefix}*.pdf"))
+    if not pdfs:
+        pytest.skip(f"{prefix} book not in the shared data")
+    return pdfs[0]
+
+
+def test_bold_or_italic_lead_in_is_a_column_and_a_style_of_its_own(shared_data):
+    """basic-income-tax sets its case headings as a bold case name before a roman citation and
+    "Notes and Questions" in italic before a roman colon (gold headings the filter missed while
+    they read as body face): the rows carry the lead-in's share, and their style key
+    (``heading_context.row_style``, which the second stage and the level consensus group by)
+    is not the body's."""
+    from operators.structure.heading_context import row_style
+
+    members, x = _features(_book(shared_data, "basic-income-tax"), 64, 72)
+    lead_bold = FEATURE_NAMES.index("lead_bold")
+    lead_italic = FEATURE_NAMES.index("lead_italic")
+    case = [k for k, c in enumerate(members) if c.text.startswith("Commissioner v. Glenshaw")]
+    notes = [k for k, c in enumerate(members) if c.text.lower().startswith("notes and questions")]
+    assert case and notes
+    assert all(0.5 < x[k, lead_bold] < 0.8 for k in case)
+    assert all(x[k, lead_italic] > 0.9 and x[k, lead_bold] == 0 for k in notes)
+    plain = [k for k in range(len(members)) if x[k, lead_bold] == 0 and x[k, lead_italic] == 0]
+    plain_styles = {row_style(x[k]) for k in plain}
+    assert row_style(x[case[0]]) not in plain_styles
+    assert row_style(x[notes[0]]) not in plain_styles
+
+
+def test_a_label_set_apart_on_the_left_is_a_column(shared_data):
+    """purpose-limitation sets "a)" apart on the left of a body-face heading ("Coming from a
+    practical observation: …", p. 36), a block of its own on the same line; the paragraph
+    under it has no such label."""
+    members, x = _features(_book(shared_data, "the-principle-of-purpose-limitation"), 33, 37)
+    beside = FEATURE_NAMES.index("label_beside")
+    heading = [k for k, c in enumerate(members) if c.text.startswith("Coming from a practical")]
+    assert heading and x[heading[0], beside] == 1
+    assert x[:, beside].sum() < len(members) / 4

@@ -277,3 +277,38 @@ def test_style_consensus_gives_one_level_per_kept_style(small_books):
         assert np.allclose(out[rows].sum(axis=1), 1.0) and set(np.unique(out[rows])) <= {0.0, 1.0}
         split += len({int(np.argmax(probs[i])) for i in rows}) > 1
     assert split >= 1  # some style was split by its rows alone and is joined now
+
+
+def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, small_books):
+    """With three real books the inner CV scores stage 1 alone, stage 2, and their blend on
+    out-of-fold scores, per mode, and keeps the best (a tie: the earlier); a model that chose
+    stage 1 scores with stage 1's probabilities at stage 1's threshold in the product."""
+    import numpy as np
+
+    from benchmarks.section_data import extract_book
+    from benchmarks.train_section_model import STAGES, _layout, fit_mode, mode_model
+    from operators.eval.heading_gold import load_hips_gold
+    from operators.structure.learned_filter import first_stage
+
+    pdf = _hips_pdf(shared_data, "the-role-of-the-patent-system")
+    books = [*small_books, extract_book("hips", pdf, load_hips_gold(pdf.stem))]
+    for mode in ("off", "on"):
+        data = fit_mode(books, mode, 0)
+        f1 = data["stage_f1"]
+        assert set(f1) == set(STAGES) and all(0 < v <= 1 for v in f1.values())
+        best = max(f1.values())
+        assert data["stage"] == next(s for s in STAGES if f1[s] == best)
+        assert data["blend"] == (data["stage"] == "blend")
+        first = {**data, "stage": "first", "blend": False, "threshold2": data["threshold"]}
+        model = mode_model(first)
+        assert model.first_stage_only
+        book = books[2]
+        x = book.x_on if mode == "on" else book.x_off
+        p, _ = model.score(x, book.texts, book.pages, _layout(book))
+        assert np.array_equal(p, first_stage(model.heading, x, _layout(book), book.texts))
+        assert not np.array_equal(
+            p,
+            mode_model({**data, "stage": "second", "blend": False}).score(
+                x, book.texts, book.pages, _layout(book)
+            )[0],
+        )
