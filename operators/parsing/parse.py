@@ -39,6 +39,7 @@ _MONO_FONT = re.compile(
 # 2: a heading's line cut off the paragraph it opens; 3: the first line's opening-run style
 # (``extra["lead"]``)
 BUILD_VERSION = 3
+ROW_EXTRAS = ("lead",)  # Block.extra keys that cross between stages (Block.as_row)
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 
 
@@ -68,9 +69,15 @@ class Block:
     extra: dict = field(default_factory=dict)
 
     def as_row(self) -> dict:
-        """The fields but ``extra``, as a flat dict (no deep copy: every field is a plain value)."""
+        """The fields as a flat dict (no deep copy: every field is a plain value); of ``extra``
+        only what the parse records for later stages (``ROW_EXTRAS``: the heading features read
+        ``lead``), and the key only when there is some, so that ``Block(**row)`` rebuilds a
+        block whose features are the parsed block's."""
         row = dict(vars(self))
-        row.pop("extra")
+        extra = row.pop("extra")
+        kept = {k: extra[k] for k in ROW_EXTRAS if k in extra}
+        if kept:
+            row["extra"] = kept
         return row
 
 
