@@ -40,7 +40,6 @@ from benchmarks.section_data import Book, code_version, headings_of, load_books
 from operators.eval.heading_gold import aggregate, score
 from operators.structure.heading_context import (
     ALL_FEATURE_NAMES,
-    STEP_FEATURE_NAMES,
     context_features,
     step_features,
 )
@@ -48,10 +47,10 @@ from operators.structure.learned_filter import (
     MODEL_FORMAT,
     MODEL_PATH,
     ROOT_REASONS,
-    ModeModel,
     TreeEnsemble,
     decide_with_scores,
     first_stage,
+    mode_from_json,
     not_sections,
     row_prominences,
     style_consensus,
@@ -412,22 +411,6 @@ def _consensus_helps(
     return joint > per_row
 
 
-def mode_model(data: dict) -> ModeModel:
-    return ModeModel(
-        heading=TreeEnsemble.from_json(data["heading"]),
-        heading2=TreeEnsemble.from_json(data["heading2"]),
-        level=TreeEnsemble.from_json(data["level"]),
-        threshold=float(data["threshold"]),
-        threshold2=float(data["threshold2"]),
-        step=TreeEnsemble.from_json(data["step"], len(STEP_FEATURE_NAMES))
-        if data.get("step")
-        else None,
-        blend=bool(data.get("blend", False)),
-        consensus=bool(data.get("consensus", False)),
-        first_stage_only=data.get("stage") == "first",
-    )
-
-
 def _candidates(book: Book) -> list[Candidate]:
     return [
         Candidate(i, t, p, 0.0, False, False, 1, 0.0)
@@ -447,7 +430,7 @@ def predict_book(
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
     threshold, with the same levels)."""
-    model = mode_model(mode_data)
+    model = mode_from_json(mode_data)
     layout = _layout(book)
     outline = _outline_decisions(book, mode)
     x = _x(book, mode)

@@ -99,6 +99,14 @@ def _font_is_italic(font: str) -> bool:
     return bool(_ITALIC_NAME.search(font))
 
 
+def _span_bold(span: dict) -> bool:
+    return bool(span["flags"] & 16 or _font_is_bold(span["font"]))
+
+
+def _span_italic(span: dict) -> bool:
+    return bool(span["flags"] & 2 or _font_is_italic(span["font"]))
+
+
 def _line_style(line: dict) -> tuple[float, bool, bool, str] | None:
     """(size, bold, italic, font) of a line, from the spans that carry characters.
     Computed once per line and kept in the line dict."""
@@ -109,8 +117,8 @@ def _line_style(line: dict) -> tuple[float, bool, bool, str] | None:
     if spans:
         weights = [len(s["text"].strip()) for s in spans]
         dominant = spans[max(range(len(spans)), key=weights.__getitem__)]
-        bold = all(s["flags"] & 16 or _font_is_bold(s["font"]) for s in spans)
-        italic = all(s["flags"] & 2 or _font_is_italic(s["font"]) for s in spans)
+        bold = all(_span_bold(s) for s in spans)
+        italic = all(_span_italic(s) for s in spans)
         style = (round(dominant["size"], 1), bold, italic, dominant["font"])
     line["_style"] = style
     return style
@@ -126,10 +134,7 @@ def lead_runs(line: dict) -> tuple[float, float]:
     if not total:
         return (0.0, 0.0)
     shares = []
-    for is_set in (
-        lambda s: s["flags"] & 16 or _font_is_bold(s["font"]),
-        lambda s: s["flags"] & 2 or _font_is_italic(s["font"]),
-    ):
+    for is_set in (_span_bold, _span_italic):
         run = 0
         for s in spans:
             if not is_set(s):

@@ -346,6 +346,24 @@ class SectionModel:
         return self.on if outline_used else self.off
 
 
+def mode_from_json(data: dict) -> ModeModel:
+    """One mode's ``ModeModel`` from its JSON object (``modes.off`` / ``modes.on`` of a model
+    file); raises KeyError, TypeError or ValueError when it is malformed."""
+    return ModeModel(
+        heading=TreeEnsemble.from_json(data["heading"]),
+        heading2=TreeEnsemble.from_json(data["heading2"]),
+        level=TreeEnsemble.from_json(data["level"]),
+        threshold=float(data["threshold"]),
+        threshold2=float(data["threshold2"]),
+        step=TreeEnsemble.from_json(data["step"], len(STEP_FEATURE_NAMES))
+        if data.get("step")
+        else None,
+        blend=bool(data.get("blend", False)),
+        consensus=bool(data.get("consensus", False)),
+        first_stage_only=data.get("stage") == "first",
+    )
+
+
 def parse_model(data: dict) -> SectionModel:
     """A ``SectionModel`` from the JSON object of a model file; raises ``ModelFileError``."""
     if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
@@ -353,22 +371,7 @@ def parse_model(data: dict) -> SectionModel:
     if list(data.get("feature_names", [])) != list(ALL_FEATURE_NAMES):
         raise ModelFileError("the model was trained on other features than this code computes")
     try:
-        modes = {
-            name: ModeModel(
-                heading=TreeEnsemble.from_json(data["modes"][name]["heading"]),
-                heading2=TreeEnsemble.from_json(data["modes"][name]["heading2"]),
-                level=TreeEnsemble.from_json(data["modes"][name]["level"]),
-                threshold=float(data["modes"][name]["threshold"]),
-                threshold2=float(data["modes"][name]["threshold2"]),
-                step=TreeEnsemble.from_json(data["modes"][name]["step"], len(STEP_FEATURE_NAMES))
-                if data["modes"][name].get("step")
-                else None,
-                blend=bool(data["modes"][name].get("blend", False)),
-                consensus=bool(data["modes"][name].get("consensus", False)),
-                first_stage_only=data["modes"][name].get("stage") == "first",
-            )
-            for name in ("off", "on")
-        }
+        modes = {name: mode_from_json(data["modes"][name]) for name in ("off", "on")}
     except (KeyError, TypeError, ValueError) as e:
         raise ModelFileError(f"malformed model: {type(e).__name__}: {e}") from e
     return SectionModel(off=modes["off"], on=modes["on"], training=data.get("training", {}))

@@ -5,20 +5,8 @@ and ``italic``, which mean "every span"."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pymupdf
-import pytest
-
-from operators.parsing.parse import lead_runs, parse_pages
-
-
-def _page_blocks(shared_data: Path, corpus: str, prefix: str, page: int):
-    found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
-    if not found:
-        pytest.skip(f"{corpus} book {prefix} missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        return parse_pages(doc, page - 1, page).blocks
+from operators.parsing.parse import lead_runs
+from tests.unit.parsing.test_heading_lines import _page_blocks
 
 
 def _block(blocks, start: str):

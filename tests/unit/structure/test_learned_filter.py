@@ -286,9 +286,9 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
     import numpy as np
 
     from benchmarks.section_data import extract_book
-    from benchmarks.train_section_model import STAGES, _layout, fit_mode, mode_model
+    from benchmarks.train_section_model import STAGES, _layout, fit_mode
     from operators.eval.heading_gold import load_hips_gold
-    from operators.structure.learned_filter import first_stage
+    from operators.structure.learned_filter import first_stage, mode_from_json
 
     pdf = _hips_pdf(shared_data, "the-role-of-the-patent-system")
     books = [*small_books, extract_book("hips", pdf, load_hips_gold(pdf.stem))]
@@ -300,7 +300,7 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
         assert data["stage"] == next(s for s in STAGES if f1[s] == best)
         assert data["blend"] == (data["stage"] == "blend")
         first = {**data, "stage": "first", "blend": False, "threshold2": data["threshold"]}
-        model = mode_model(first)
+        model = mode_from_json(first)
         assert model.first_stage_only
         book = books[2]
         x = book.x_on if mode == "on" else book.x_off
@@ -308,7 +308,7 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
         assert np.array_equal(p, first_stage(model.heading, x, _layout(book), book.texts))
         assert not np.array_equal(
             p,
-            mode_model({**data, "stage": "second", "blend": False}).score(
+            mode_from_json({**data, "stage": "second", "blend": False}).score(
                 x, book.texts, book.pages, _layout(book)
             )[0],
         )
