@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 # Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
 # (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
-BUILD_VERSION = 2
+# 3: a passage's sentence vectors are read from its paragraph's run (enrich_worker.embed_batch).
+BUILD_VERSION = 3
 WORKER = "pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
 
 

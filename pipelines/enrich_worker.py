@@ -1,8 +1,9 @@
 """The enrich stage's work on a batch of documents, in the process that owns the models
 (``EnrichStage``'s child, pipelines/enrich.py and pipelines/model_host.py, or a test's
 process): ``EnrichWorker`` embeds every node text, a passage's sentences and the entity names
-in one call, extracts entities and relations (one spaCy pass over the batch, or the model's
-answers), and resolves the entities within each document.
+(``embed_batch``: a passage's sentence vectors are read from its paragraph's own run where the
+embedder exposes its token states), extracts entities and relations (one spaCy pass over the
+batch, or the model's answers), and resolves the entities within each document.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from operators.graph.entities import (
     extract_documents,
     node_text,
 )
-from operators.graph.entity_linking import chunk_sentences
+from operators.graph.entity_linking import chunk_sentences, sentence_spans
 from operators.graph.entity_sets import resolve_document
 from operators.graph.resolution import SelectionPhase, model_selector
-from operators.kinds import FAILED, ROOT, SECTION
+from operators.kinds import FAILED, LEAF_KINDS, ROOT, SECTION
 from operators.models import (
     ModelError,
     entities_from_answer,
@@ -54,10 +55,26 @@ def embedding_texts(row: dict, nodes: list[dict]) -> list[str]:
     """The texts one document's node vectors encode. A passage's paragraph is embedded with
     the passage's title, "title text", as a user embeds a passage (the leaf itself has no
     title: the root holds it); a PDF's leaves with their own text (and caption) alone."""
-    heading = ""
-    if row.get("source") == "passage":
-        heading = next((n.get("title") or "" for n in nodes if n["kind"] == ROOT), "")
+    heading = passage_heading(nodes) if row.get("source") == "passage" else ""
     return [node_embedding_text(n, heading) for n in nodes]
+
+
+def passage_heading(nodes: list[dict]) -> str:
+    """A passage's title (its root's), which its paragraph's embedding text starts with."""
+    return next((n.get("title") or "" for n in nodes if n["kind"] == ROOT), "")
+
+
+def sentence_spans_in(node: dict, heading: str) -> list[tuple[int, int]]:
+    """Where ``chunk_sentences`` of a passage's ``node`` lie in its embedding text
+    (``node_embedding_text(node, heading)``), as (start, end) characters; none for a node
+    that is not a leaf. Spans past the text's cut run past the embedder's word pieces too."""
+    if node["kind"] not in LEAF_KINDS:
+        return []
+    text = node.get("text") or ""
+    title = (node.get("title") or "") if text else ""  # a leaf without text: its title is it
+    before = " ".join(p for p in (heading, title) if p)
+    at = len(before) + 1 if before else 0
+    return [(a + at, b + at) for a, b in sentence_spans(text or node.get("title") or "")]
 
 
 class EnrichWorker(ModelStage):
@@ -130,16 +147,13 @@ class EnrichWorker(ModelStage):
         texts = [
             t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
         ]
-        counts, sentence_texts = self._sentence_texts(rows, node_lists)
+        counts, sentence_texts, spans = self._sentence_texts(rows, node_lists)
         extractions = self._extract(rows, node_lists, extractors)
         extract_s = time.perf_counter() - started
         t0 = time.perf_counter()
         names = [e.name for x in extractions for e in x.entities]
-        # One embedding call for the batch's node texts, sentences and entity names, each
-        # distinct text once (a passage's title is its root's text and its TOPIC entity's name)
-        vectors, sentence_vectors, name_vectors = _split(
-            embed_distinct(self.backend, texts + sentence_texts + names),
-            [len(texts), len(sentence_texts), len(names)],
+        vectors, sentence_vectors, name_vectors = embed_batch(
+            self.backend, texts, spans, sentence_texts, names
         )
         embed_s = time.perf_counter() - t0
         batch_facts = {
@@ -189,20 +203,24 @@ class EnrichWorker(ModelStage):
     @staticmethod
     def _sentence_texts(
         rows: list[dict], node_lists: list[list[dict]]
-    ) -> tuple[list[list[int | None]], list[str]]:
+    ) -> tuple[list[list[int | None]], list[str], list[list[tuple[int, int]]]]:
         """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
         time with the batch's other texts, so that a query embeds only its question: per
-        document the count per node (None: a PDF's node, whose leaf vector is the chunk's), and
-        the texts in node order."""
-        counts, texts = [], []
+        document the count per node (None: a PDF's node, whose leaf vector is the chunk's), the
+        texts in node order, and per node (in the order of ``embedding_texts``) where its
+        sentences lie in its embedding text (``sentence_spans_in``; none for a PDF's node)."""
+        counts, texts, spans = [], [], []
         for row, nodes in zip(rows, node_lists, strict=True):
             if row.get("source") != "passage":
                 counts.append([None] * len(nodes))
+                spans += [[] for _ in nodes]
                 continue
+            heading = passage_heading(nodes)
             found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
             counts.append([len(f) for f in found])
             texts += [t for f in found for t in f]
-        return counts, texts
+            spans += [sentence_spans_in(n, heading) for n in nodes]
+        return counts, texts, spans
 
     def _answered(self, row: dict, nodes: list[dict]):
         """The extraction of one document from the model's answers in ``row`` (one per node
@@ -291,6 +309,39 @@ class EnrichWorker(ModelStage):
         return usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
 
 
+def embed_batch(
+    backend,
+    texts: list[str],
+    spans: list[list[tuple[int, int]]],
+    sentence_texts: list[str],
+    names: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The vectors of a batch's node texts, passage sentences and entity names. Where the
+    embedder exposes its token states (``backend.embed_spans``: the offline MiniLM), a
+    sentence's vector is read from its paragraph's run ("late chunking": the mean of the word
+    pieces inside ``spans``, in the paragraph's context, at no extra model cost) and only the
+    sentences past the paragraph's truncation, and the names, are run alone; elsewhere every
+    text is run alone, in one call. ``spans`` per text, flattened in ``sentence_texts``' order."""
+    if not sentence_texts or not hasattr(backend, "embed_spans"):
+        return tuple(  # type: ignore[return-value]
+            _split(
+                embed_distinct(backend, texts + sentence_texts + names),
+                [len(texts), len(sentence_texts), len(names)],
+            )
+        )
+    vectors, in_text = embed_distinct_spans(backend, texts, spans)
+    found = [v for per_text in in_text for v in per_text]
+    if len(found) != len(sentence_texts):
+        raise ValueError(f"{len(found)} sentence spans for {len(sentence_texts)} sentences")
+    alone = [i for i, v in enumerate(found) if v is None]
+    rest = embed_distinct(backend, [sentence_texts[i] for i in alone] + names)
+    for k, i in enumerate(alone):
+        found[i] = rest[k]
+    width = vectors.shape[1] if vectors.size else backend.dim
+    sentence_vectors = np.asarray(found, np.float32).reshape(len(found), width)
+    return vectors, sentence_vectors, rest[len(alone) :]
+
+
 def embed_distinct(backend, texts: list[str]) -> np.ndarray:
     """``backend.embed(texts)`` with each distinct text embedded once (first-seen order, so
     the same input gives the same call), its vector copied to every place it recurs."""
@@ -300,6 +351,18 @@ def embed_distinct(backend, texts: list[str]) -> np.ndarray:
     place = {t: i for i, t in enumerate(distinct)}
     vectors = np.asarray(backend.embed(distinct), np.float32)
     return vectors[[place[t] for t in texts]]
+
+
+def embed_distinct_spans(
+    backend, texts: list[str], spans: list[list[tuple[int, int]]]
+) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+    """``backend.embed_spans(texts, spans)`` with each distinct (text, spans) run once."""
+    keys = [(t, tuple(s)) for t, s in zip(texts, spans, strict=True)]
+    distinct = list(dict.fromkeys(keys))
+    place = {k: i for i, k in enumerate(distinct)}
+    vectors, in_text = backend.embed_spans([t for t, _ in distinct], [list(s) for _, s in distinct])
+    at = [place[k] for k in keys]
+    return np.asarray(vectors, np.float32)[at], [in_text[i] for i in at]
 
 
 def _split(vectors: np.ndarray, sizes: list[int]) -> list[np.ndarray]:

@@ -92,14 +92,37 @@ _QUALIFIER = re.compile(r"\s*\([^()]*\)\s*$")
 def sentences(text: str, min_chars: int = 20) -> list[str]:
     """Sentences of a passage (a regex splitter: fast, and good enough for encyclopedic prose);
     fragments shorter than ``min_chars`` join the sentence before them."""
-    pieces = [p.strip() for p in _SENTENCE.split(text or "") if p and p.strip()]
-    out: list[str] = []
-    for piece in pieces:
-        if out and len(piece) < min_chars:
-            out[-1] = f"{out[-1]} {piece}"
+    text = text or ""
+    return [" ".join(text[a:b] for a, b in group) for group in _sentence_pieces(text, min_chars)]
+
+
+def sentence_spans(text: str, min_chars: int = 20) -> list[tuple[int, int]]:
+    """Where each of ``sentences(text)`` lies in ``text``: (first character, end), from its
+    first piece's start to its last piece's end."""
+    return [(group[0][0], group[-1][1]) for group in _sentence_pieces(text or "", min_chars)]
+
+
+def _sentence_pieces(text: str, min_chars: int) -> list[list[tuple[int, int]]]:
+    """The (start, end) of the stripped pieces ``_SENTENCE`` cuts ``text`` into, grouped by
+    sentence (a piece shorter than ``min_chars`` joins the group before it)."""
+    bounds, start = [], 0
+    for cut in _SENTENCE.finditer(text):
+        bounds.append((start, cut.start()))
+        start = cut.end()
+    bounds.append((start, len(text)))
+    groups: list[list[tuple[int, int]]] = []
+    for a, b in bounds:
+        piece = text[a:b]
+        stripped = piece.strip()
+        if not stripped:
+            continue
+        a += len(piece) - len(piece.lstrip())
+        b = a + len(stripped)
+        if groups and len(stripped) < min_chars:
+            groups[-1].append((a, b))
         else:
-            out.append(piece)
-    return out
+            groups.append([(a, b)])
+    return groups
 
 
 def chunk_sentences(kind: str, text: str | None, title: str | None) -> list[str]:

@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from operators.models.onnx_embedder import pooled_vectors, word_piece_tokenizer
+from operators.models.onnx_embedder import PooledEncoder, word_piece_tokenizer
 
 
 def native_bf16() -> bool:
@@ -37,7 +37,7 @@ def native_bf16() -> bool:
     return any(getattr(torch.cpu, p, lambda: False)() for p in probes)
 
 
-class Bf16Embedder:
+class Bf16Embedder(PooledEncoder):
     """``encode(texts) -> (n, dim)`` float32, L2-normalised: MiniLM (``model_dir``, a
     sentence-transformers package directory) with bfloat16 linear layers. ``threads``: torch's
     intra-op threads (0: leave torch's setting, which follows ``OMP_NUM_THREADS``)."""
@@ -100,11 +100,6 @@ class Bf16Embedder:
                     self.eps,
                 )
             return x.numpy()
-
-    def encode(self, texts: list[str], batch_size: int = 16, batch_tokens: int = 0) -> np.ndarray:
-        """Vectors of ``texts`` in their order (mean of the word pieces' last states, unit
-        length), run in ``padded_batches``."""
-        return pooled_vectors(self.tokenizer, texts, self.hidden, batch_size, batch_tokens)
 
 
 def _norm(weights: dict, prefix: str) -> tuple:

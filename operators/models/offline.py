@@ -149,6 +149,36 @@ def _sentence_transformer(threads: int, device: str = "cpu"):
         return _shared[key]
 
 
+def _torch_span_vectors(model, texts: list[str], spans: list, batch_size: int) -> tuple:
+    """``pooled_span_vectors`` with the sentence-transformers model's transformer (torch, on
+    its device): the same tokenizer, batches and pooling as the ONNX and bf16 runtimes."""
+    import torch
+
+    from operators.models.onnx_embedder import pooled_span_vectors
+
+    transformer = model[0].auto_model
+    device = next(transformer.parameters()).device
+
+    def hidden(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {
+            "input_ids": torch.from_numpy(ids).to(device),
+            "attention_mask": torch.from_numpy(mask).to(device),
+            "token_type_ids": torch.zeros_like(torch.from_numpy(ids)).to(device),
+        }
+        with torch.no_grad():
+            return transformer(**feed).last_hidden_state.float().cpu().numpy()
+
+    return pooled_span_vectors(_word_pieces(), texts, spans, hidden, batch_size)
+
+
+@cache
+def _word_pieces():
+    """The package's word-piece tokenizer (truncating to ``MAX_WORD_PIECES``), one per process."""
+    from operators.models.onnx_embedder import word_piece_tokenizer
+
+    return word_piece_tokenizer(embedding_model_path(), MAX_WORD_PIECES)
+
+
 def spacy_needs_torch(name: str) -> bool:
     """Whether the installed spaCy pipeline ``name`` may run torch: a model architecture in
     its ``config.cfg`` that is not spaCy's own (``spacy.*``; spacy-transformers' are
@@ -256,6 +286,21 @@ class OfflineBackend:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def embed_spans(
+        self, texts: list[str], spans: list
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """``embed(texts)``, and from the same run the vectors of character spans of each text
+        (``spans[i]``: ``(start, end)`` pairs in ``texts[i]``): the mean of the last states of
+        the word pieces inside a span ("late chunking", ``onnx_embedder.pooled_span_vectors``);
+        None for a span that truncation cut or that holds no word piece."""
+        texts = [t or " " for t in texts]
+        config = self.config
+        if self.runtime != "torch":
+            return self._encoder.encode_spans(
+                texts, spans, config.onnx_batch_size, config.onnx_batch_tokens
+            )
+        return _torch_span_vectors(self._embedder, texts, spans, config.embed_batch_size)
 
     def rerank(self, query: str, candidates: list[str]) -> list[float]:
         if not candidates:

@@ -21,6 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -208,7 +209,8 @@ def _channel_maxima(model, model_dir: str, names: list[str], texts: list[str]) -
         probe.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     maxima = {name: np.zeros(0, dtype=np.float32) for name in names}
-    for _, ids, mask in padded_batches(word_piece_tokenizer(model_dir, 128), texts, 32):
+    encoded = word_piece_tokenizer(model_dir, 128).encode_batch(texts)
+    for _, ids, mask in padded_batches(encoded, 32):
         found = session.run(
             names, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
@@ -228,7 +230,31 @@ def word_piece_tokenizer(model_dir: str, max_tokens: int):
     return tokenizer
 
 
-class OnnxEmbedder:
+class PooledEncoder:
+    """What every MiniLM runtime here shares: ``tokenizer`` (``word_piece_tokenizer``) and
+    ``hidden(input_ids, attention_mask)`` (the last states) given, texts are encoded and spans
+    of them read in the same batches and pooling (``pooled_span_vectors``)."""
+
+    tokenizer: Any
+
+    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, texts: list[str], batch_size: int = 16, batch_tokens: int = 0) -> np.ndarray:
+        """Vectors of ``texts`` in their order (mean of the word pieces' last states, unit
+        length), run in ``padded_batches``."""
+        return pooled_vectors(self.tokenizer, texts, self.hidden, batch_size, batch_tokens)
+
+    def encode_spans(
+        self, texts: list[str], spans: list, batch_size: int = 16, batch_tokens: int = 0
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """``encode(texts)`` and the vectors of character spans of them (``pooled_span_vectors``)."""
+        return pooled_span_vectors(
+            self.tokenizer, texts, spans, self.hidden, batch_size, batch_tokens
+        )
+
+
+class OnnxEmbedder(PooledEncoder):
     """``encode(texts) -> (n, dim)`` float32, L2-normalised: sentence-transformers' MiniLM
     pipeline (truncate to ``max_tokens``, mean pooling) on ONNX Runtime. ``threads``: ONNX
     Runtime's intra-op threads (0: ``OMP_NUM_THREADS``, which Ray sets per worker, else all
@@ -253,14 +279,12 @@ class OnnxEmbedder:
         self.tokenizer = word_piece_tokenizer(model_dir, max_tokens)
         self.runtime = runtime
 
-    def encode(self, texts: list[str], batch_size: int = 64, batch_tokens: int = 0) -> np.ndarray:
-        """Vectors of ``texts`` in their order, run in ``padded_batches``."""
+    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return self.session.run(None, feed)[0]
 
-        def hidden(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            return self.session.run(None, feed)[0]
 
-        return pooled_vectors(self.tokenizer, texts, hidden, batch_size, batch_tokens)
+Span = tuple[int, int]  # characters [start, end) of a text
 
 
 def pooled_vectors(
@@ -272,9 +296,28 @@ def pooled_vectors(
 ) -> np.ndarray:
     """Vectors of ``texts`` in their order: ``hidden(input_ids, attention_mask)`` (the last
     states) run in ``padded_batches``, mean-pooled over the word pieces, unit length. One
-    pooling for every MiniLM runtime (ONNX fp32/int8, bf16)."""
+    pooling for every MiniLM runtime (ONNX fp32/int8, bf16, torch)."""
+    return pooled_span_vectors(tokenizer, texts, [()] * len(texts), hidden, batch_size,
+                               batch_tokens)[0]  # fmt: skip
+
+
+def pooled_span_vectors(
+    tokenizer,
+    texts: list[str],
+    spans: list[list[Span]] | list[tuple],
+    hidden: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    batch_size: int,
+    batch_tokens: int = 0,
+) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+    """``pooled_vectors`` of ``texts``, and from the same run a vector for each character
+    span of ``spans[i]`` in ``texts[i]``: the mean of the last states of the word pieces inside
+    the span, unit length ("late chunking": a sentence's vector read from its passage's run,
+    in its passage's context, at no extra model cost). None for a span that truncation cut
+    (a word piece of it beyond the ``max_tokens`` kept) or that holds no word piece."""
     out: np.ndarray | None = None
-    for rows, ids, mask in padded_batches(tokenizer, texts, batch_size, batch_tokens):
+    span_vectors: list[list[np.ndarray | None]] = [[None] * len(s) for s in spans]
+    encoded = tokenizer.encode_batch(texts)
+    for rows, ids, mask in padded_batches(encoded, batch_size, batch_tokens):
         states = hidden(ids, mask)
         weights = mask[..., None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -282,15 +325,36 @@ def pooled_vectors(
         if out is None:
             out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
         out[rows] = pooled
-    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+        for j, i in enumerate(rows):
+            if spans[i]:
+                span_vectors[i] = _span_means(encoded[i], states[j], spans[i])
+    if out is None:
+        out = np.zeros((0, 0), dtype=np.float32)
+    return out, span_vectors
 
 
-def padded_batches(tokenizer, texts: list[str], batch_size: int, batch_tokens: int = 0):
-    """``(positions, input_ids, attention_mask)`` per batch: the texts tokenized once, run
-    longest first in batches of similar length (``length_batches``), each padded to its own
-    longest text only, so that short texts (entity names, sentences) are not padded to a
-    passage's length."""
-    encoded = tokenizer.encode_batch(texts)
+def _span_means(encoding, states: np.ndarray, spans) -> list[np.ndarray | None]:
+    """Unit mean state of the word pieces inside each span of one text (None: none inside, or
+    the span runs past the last word piece kept)."""
+    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    words = ~np.asarray(encoding.special_tokens_mask, dtype=bool)
+    kept_to = int(offsets[words, 1].max()) if words.any() else 0
+    found: list[np.ndarray | None] = []
+    for start, end in spans:
+        inside = words & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
+        if end > kept_to or not inside.any():
+            found.append(None)
+            continue
+        mean = states[: len(offsets)][inside].mean(axis=0)
+        found.append((mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32))
+    return found
+
+
+def padded_batches(encoded: list, batch_size: int, batch_tokens: int = 0):
+    """``(positions, input_ids, attention_mask)`` per batch of the tokenized texts
+    ``encoded`` (``tokenizer.encode_batch``): run longest first in batches of similar length
+    (``length_batches``), each padded to its own longest text only, so that short texts
+    (entity names, sentences) are not padded to a passage's length."""
     lengths = [len(e.ids) for e in encoded]
     for rows in length_batches(lengths, batch_size, batch_tokens):
         ids = np.zeros((len(rows), lengths[rows[0]]), dtype=np.int64)

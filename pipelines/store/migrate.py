@@ -3,8 +3,9 @@
 ``add_sentence_vectors``: an index built before the index job stored the vectors of a passage's
 sentences (the chunks Chunk-Zoom ranks, ``nodes.sentence_vectors``) gets them: the committed
 passage documents' leaves are split as the index job splits them
-(``operators.graph.entity_linking.chunk_sentences``), embedded with the configured model (the
-width must be the index's), and the ``nodes`` table is written again as a new Lance version with the
+(``operators.graph.entity_linking.chunk_sentences``) and embedded as it embeds them
+(``pipelines.enrich_worker.embed_batch``) with the configured model (the width must be the
+index's), and the ``nodes`` table is written again as a new Lance version with the
 column (older versions stay readable by their version number). Nothing else changes.
 
     python -m jobs.migrate_index DIR
@@ -15,12 +16,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import lance
-import numpy as np
 import pyarrow as pa
 
 from operators.config import ConfigError
 from operators.graph.entity_linking import chunk_sentences
 from operators.models import ModelBackend
+from pipelines.enrich_worker import (
+    embed_batch,
+    embedding_texts,
+    passage_heading,
+    sentence_spans_in,
+)
 from pipelines.store import lance_store, recovery
 from pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
 
@@ -48,19 +54,28 @@ def add_sentence_vectors(index_dir: str | Path, backend: ModelBackend) -> dict[s
         if "#" in uri and d in committed
     }  # fmt: skip
     rows = nodes.select(["doc_id", "kind", "text", "title"]).to_pylist()
-    found = [
-        chunk_sentences(r["kind"], r["text"], r["title"]) if r["doc_id"] in passages else None
-        for r in rows
-    ]
-    texts = [t for f in found if f for t in f]
-    vectors = np.asarray(backend.embed(texts), np.float32).reshape(len(texts), backend.dim)
-    column, at = [], 0
-    for f in found:
-        column.append(None if f is None else vectors[at : at + len(f)].tolist())
-        at += len(f or [])
+    by_doc: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r["doc_id"] in passages:
+            by_doc.setdefault(r["doc_id"], []).append(i)
+    # as the index job embeds them (pipelines/enrich_worker.embed_batch): read from each
+    # paragraph's run where the embedder exposes its token states
+    texts, spans, sentence_texts = [], [], []
+    found: list[tuple[int, int] | None] = [None] * len(rows)  # (first sentence, count)
+    for at in by_doc.values():
+        doc_nodes = [rows[i] for i in at]
+        heading = passage_heading(doc_nodes)
+        texts += embedding_texts({"source": "passage"}, doc_nodes)
+        spans += [sentence_spans_in(n, heading) for n in doc_nodes]
+        for i, n in zip(at, doc_nodes, strict=True):
+            chunks = chunk_sentences(n["kind"], n["text"], n["title"])
+            found[i] = (len(sentence_texts), len(chunks))
+            sentence_texts += chunks
+    _, vectors, _ = embed_batch(backend, texts, spans, sentence_texts, [])
+    column = [None if f is None else vectors[f[0] : f[0] + f[1]].tolist() for f in found]
     schema = nodes_schema(width or backend.dim)
     kind = schema.field("sentence_vectors").type
     table = nodes.append_column("sentence_vectors", pa.array(column, kind))
     lance.write_dataset(table.select(schema.names).cast(schema), path, mode="overwrite")
-    leaves = sum(1 for f in found if f is not None and f)
-    return {"passages": len(passages), "leaves": leaves, "sentences": len(texts)}
+    leaves = sum(1 for f in found if f is not None and f[1])
+    return {"passages": len(passages), "leaves": leaves, "sentences": len(sentence_texts)}
