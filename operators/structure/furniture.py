@@ -13,6 +13,15 @@ from operators.kinds import FOOTER, HEADER, TEXT, TITLE
 from operators.parsing.parse import Block, font_family, measure_space_above
 
 _MARGIN = 0.085  # share of the page height that running headers and footers live in
+# Running heads set lower than the margin (a deep top margin): the topmost line of a page
+# within this share of its height, repeating as the topmost line on this many pages.
+_DEEP_MARGIN = 0.15
+_DEEP_REPEATS = 4
+# A caption's start ("Table A5.4 …", "Figure 3"): tables set one to a page repeat the wording.
+_CAPTION_START = re.compile(
+    r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box|graph|diagram|scheme)\.?\s*[a-z]?[0-9ivxlc]",
+    re.IGNORECASE,
+)
 _MAX_CONTENTS_BLOCKS = 400  # more text blocks than a contents page has
 _FRONT_BLOCKS = 10  # a title, series or dedication page holds few blocks
 PAGE_NUMBER = re.compile(r"^(page\s*)?([0-9]{1,4}|[ivxlc]{1,7})(\s*(of|/)\s*[0-9]+)?$", re.I)
@@ -96,6 +105,7 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
         ):
             b.kind = kind
             marked[b.page].append(b)
+    _mark_deep_running_heads(blocks, marked)
     # A line beside running furniture on the same baseline ("4 | Chapter 2. Installation",
     # the section name a footer carries on one or two pages only) is furniture too.
     for b, kind in in_margin:
@@ -103,6 +113,35 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
             abs(m.y1 - b.y1) < 2 and (m.x1 <= b.x0 or b.x1 <= m.x0) for m in marked[b.page]
         ):
             b.kind = kind
+
+
+def _mark_deep_running_heads(blocks: list[Block], marked: dict[int, list[Block]]) -> None:
+    """Running heads that a deep top margin sets below ``_MARGIN``: a page's topmost short
+    text block within ``_DEEP_MARGIN`` of the page's top, whose wording (``_shape``: page
+    number dropped; three letters or more, not a caption's) recurs as the topmost block at the
+    same height and size on ``_DEEP_REPEATS`` pages or more, most of them two pages or less
+    apart: a running title, not a chapter label or a "Notes" heading that opens a page now
+    and then."""
+    pages: dict[int, list[Block]] = defaultdict(list)
+    for b in blocks:
+        if b.kind == TEXT and b.text.strip():
+            pages[b.page].append(b)
+    groups: dict[tuple[str, float], list[Block]] = defaultdict(list)
+    for page_blocks in pages.values():
+        top = min(page_blocks, key=lambda b: b.y0)
+        shape = _shape(top.text)
+        wording = sum(c.isalpha() for c in shape) >= 3 and not _CAPTION_START.match(shape)
+        if top.n_lines <= 2 and top.y1 <= top.page_height * _DEEP_MARGIN and wording:
+            groups[(shape, round(top.font_size))].append(top)
+    for members in groups.values():
+        heights = sorted(b.y0 for b in members)
+        middle = heights[len(heights) // 2]
+        level = sorted((b for b in members if abs(b.y0 - middle) <= 3), key=lambda b: b.page)
+        gaps = sorted(b.page - a.page for a, b in zip(level, level[1:], strict=False))
+        if len(level) >= _DEEP_REPEATS and gaps[len(gaps) // 2] <= 2:
+            for b in level:
+                b.kind = HEADER
+                marked[b.page].append(b)
 
 
 def blocks_by_page(blocks: list[Block], kinds: tuple[str, ...]) -> dict[int, list[Block]]:
