@@ -75,10 +75,13 @@ def body_style(blocks: list[Block]) -> BodyStyle:
     )
 
 
+_EDGE_NUMBER = re.compile(r"^([0-9]+|[ivxlc]+)\b|\b([0-9]+|[ivxlc]+)$")  # a folio at either end
+
+
 def _shape(text: str) -> str:
     """Text with page numbers dropped and other digits folded, so that 'Page 12' and
     'Page 13', 'xiv Preface' and 'Preface xv' (left and right pages) look alike."""
-    text = re.sub(r"^([0-9]+|[ivxlc]+)\b|\b([0-9]+|[ivxlc]+)$", "", text.lower().strip())
+    text = _EDGE_NUMBER.sub("", text.lower().strip())
     return re.sub(r"\d+", "#", text).strip()
 
 
@@ -117,11 +120,12 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
 
 def _mark_deep_running_heads(blocks: list[Block], marked: dict[int, list[Block]]) -> None:
     """Running heads that a deep top margin sets below ``_MARGIN``: a page's topmost short
-    text block within ``_DEEP_MARGIN`` of the page's top, whose wording (``_shape``: page
-    number dropped; three letters or more, not a caption's) recurs as the topmost block at the
-    same height and size on ``_DEEP_REPEATS`` pages or more, most of them two pages or less
-    apart: a running title, not a chapter label or a "Notes" heading that opens a page now
-    and then."""
+    text block within ``_DEEP_MARGIN`` of the page's top, whose wording (its page number
+    dropped, other digits kept: the first lines of one paragraph running over many pages do
+    not look alike; three letters or more, not a caption's) recurs as the topmost block at
+    the same height and size on ``_DEEP_REPEATS`` pages or more, most of them two pages or
+    less apart: a running title, not a chapter label or a "Notes" heading that opens a page
+    now and then."""
     pages: dict[int, list[Block]] = defaultdict(list)
     for b in blocks:
         if b.kind == TEXT and b.text.strip():
@@ -129,7 +133,7 @@ def _mark_deep_running_heads(blocks: list[Block], marked: dict[int, list[Block]]
     groups: dict[tuple[str, float], list[Block]] = defaultdict(list)
     for page_blocks in pages.values():
         top = min(page_blocks, key=lambda b: b.y0)
-        shape = _shape(top.text)
+        shape = _EDGE_NUMBER.sub("", top.text.lower().strip()).strip()  # other digits kept
         wording = sum(c.isalpha() for c in shape) >= 3 and not _CAPTION_START.match(shape)
         if top.n_lines <= 2 and top.y1 <= top.page_height * _DEEP_MARGIN and wording:
             groups[(shape, round(top.font_size))].append(top)
