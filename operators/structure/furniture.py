@@ -126,13 +126,12 @@ def _mark_deep_running_heads(blocks: list[Block], marked: dict[int, list[Block]]
     the same height and size on ``_DEEP_REPEATS`` pages or more, most of them two pages or
     less apart: a running title, not a chapter label or a "Notes" heading that opens a page
     now and then."""
-    pages: dict[int, list[Block]] = defaultdict(list)
-    for b in blocks:
-        if b.kind == TEXT and b.text.strip():
-            pages[b.page].append(b)
     groups: dict[tuple[str, float], list[Block]] = defaultdict(list)
-    for page_blocks in pages.values():
-        top = min(page_blocks, key=lambda b: b.y0)
+    for page_blocks in blocks_by_page(blocks, (TEXT,)).values():
+        written = [b for b in page_blocks if b.text.strip()]
+        if not written:
+            continue
+        top = min(written, key=lambda b: b.y0)
         shape = _EDGE_NUMBER.sub("", top.text.lower().strip()).strip()  # other digits kept
         wording = sum(c.isalpha() for c in shape) >= 3 and not _CAPTION_START.match(shape)
         if top.n_lines <= 2 and top.y1 <= top.page_height * _DEEP_MARGIN and wording:
