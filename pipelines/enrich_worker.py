@@ -59,6 +59,28 @@ def embedding_texts(row: dict, nodes: list[dict]) -> list[str]:
     return [node_embedding_text(n, heading) for n in nodes]
 
 
+def passage_sentences(
+    rows: list[dict], node_lists: list[list[dict]]
+) -> tuple[list[list[int | None]], list[str], list[list[tuple[int, int]]]]:
+    """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
+    time with the batch's other texts, so that a query embeds only its question: per
+    document the count per node (None: a PDF's node, whose leaf vector is the chunk's), the
+    texts in node order, and per node (in the order of ``embedding_texts``) where its
+    sentences lie in its embedding text (``sentence_spans_in``; none for a PDF's node)."""
+    counts, texts, spans = [], [], []
+    for row, nodes in zip(rows, node_lists, strict=True):
+        if row.get("source") != "passage":
+            counts.append([None] * len(nodes))
+            spans += [[] for _ in nodes]
+            continue
+        heading = passage_heading(nodes)
+        found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
+        counts.append([len(f) for f in found])
+        texts += [t for f in found for t in f]
+        spans += [sentence_spans_in(n, heading) for n in nodes]
+    return counts, texts, spans
+
+
 def passage_heading(nodes: list[dict]) -> str:
     """A passage's title (its root's), which its paragraph's embedding text starts with."""
     return next((n.get("title") or "" for n in nodes if n["kind"] == ROOT), "")
@@ -147,7 +169,7 @@ class EnrichWorker(ModelStage):
         texts = [
             t for r, nodes in zip(rows, node_lists, strict=True) for t in embedding_texts(r, nodes)
         ]
-        counts, sentence_texts, spans = self._sentence_texts(rows, node_lists)
+        counts, sentence_texts, spans = passage_sentences(rows, node_lists)
         extractions = self._extract(rows, node_lists, extractors)
         extract_s = time.perf_counter() - started
         t0 = time.perf_counter()
@@ -199,28 +221,6 @@ class EnrichWorker(ModelStage):
                 for (doc_id, nodes, title), extract in zip(documents, extractors, strict=True)
             ]
         return extract_documents(documents, self.extract)
-
-    @staticmethod
-    def _sentence_texts(
-        rows: list[dict], node_lists: list[list[dict]]
-    ) -> tuple[list[list[int | None]], list[str], list[list[tuple[int, int]]]]:
-        """The chunks Chunk-Zoom ranks in a passage (its leaves' sentences), embedded at index
-        time with the batch's other texts, so that a query embeds only its question: per
-        document the count per node (None: a PDF's node, whose leaf vector is the chunk's), the
-        texts in node order, and per node (in the order of ``embedding_texts``) where its
-        sentences lie in its embedding text (``sentence_spans_in``; none for a PDF's node)."""
-        counts, texts, spans = [], [], []
-        for row, nodes in zip(rows, node_lists, strict=True):
-            if row.get("source") != "passage":
-                counts.append([None] * len(nodes))
-                spans += [[] for _ in nodes]
-                continue
-            heading = passage_heading(nodes)
-            found = [chunk_sentences(n["kind"], n.get("text"), n.get("title")) for n in nodes]
-            counts.append([len(f) for f in found])
-            texts += [t for f in found for t in f]
-            spans += [sentence_spans_in(n, heading) for n in nodes]
-        return counts, texts, spans
 
     def _answered(self, row: dict, nodes: list[dict]):
         """The extraction of one document from the model's answers in ``row`` (one per node
@@ -320,8 +320,8 @@ def embed_batch(
     embedder exposes its token states (``backend.embed_spans``: the offline MiniLM), a
     sentence's vector is read from its paragraph's run ("late chunking": the mean of the word
     pieces inside ``spans``, in the paragraph's context, at no extra model cost) and only the
-    sentences past the paragraph's truncation, and the names, are run alone; elsewhere every
-    text is run alone, in one call. ``spans`` per text, flattened in ``sentence_texts``' order."""
+    sentences past the paragraph's truncation, and the names that are no node's text, are run
+    alone; elsewhere every text is run alone, in one call. ``spans`` per text, flattened in ``sentence_texts``' order."""
     if not sentence_texts or not hasattr(backend, "embed_spans"):
         return tuple(  # type: ignore[return-value]
             _split(
@@ -334,12 +334,18 @@ def embed_batch(
     if len(found) != len(sentence_texts):
         raise ValueError(f"{len(found)} sentence spans for {len(sentence_texts)} sentences")
     alone = [i for i, v in enumerate(found) if v is None]
-    rest = embed_distinct(backend, [sentence_texts[i] for i in alone] + names)
+    # a name that is a node's whole text (a passage's title: its root and its TOPIC entity)
+    # takes that text's vector, as one call over every distinct text gave it
+    whole = {t: k for k, (t, s) in enumerate(zip(texts, spans, strict=True)) if not s}
+    new_names = [n for n in dict.fromkeys(names) if n not in whole]
+    rest = embed_distinct(backend, [sentence_texts[i] for i in alone] + new_names)
     for k, i in enumerate(alone):
         found[i] = rest[k]
     width = vectors.shape[1] if vectors.size else backend.dim
     sentence_vectors = np.asarray(found, np.float32).reshape(len(found), width)
-    return vectors, sentence_vectors, rest[len(alone) :]
+    named = dict(zip(new_names, rest[len(alone) :], strict=True))
+    name_vectors = [vectors[whole[n]] if n in whole else named[n] for n in names]
+    return vectors, sentence_vectors, np.asarray(name_vectors, np.float32).reshape(-1, width)
 
 
 def embed_distinct(backend, texts: list[str]) -> np.ndarray:

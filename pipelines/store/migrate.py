@@ -19,14 +19,8 @@ import lance
 import pyarrow as pa
 
 from operators.config import ConfigError
-from operators.graph.entity_linking import chunk_sentences
 from operators.models import ModelBackend
-from pipelines.enrich_worker import (
-    embed_batch,
-    embedding_texts,
-    passage_heading,
-    sentence_spans_in,
-)
+from pipelines.enrich_worker import embed_batch, embedding_texts, passage_sentences
 from pipelines.store import lance_store, recovery
 from pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
 
@@ -58,20 +52,19 @@ def add_sentence_vectors(index_dir: str | Path, backend: ModelBackend) -> dict[s
     for i, r in enumerate(rows):
         if r["doc_id"] in passages:
             by_doc.setdefault(r["doc_id"], []).append(i)
-    # as the index job embeds them (pipelines/enrich_worker.embed_batch): read from each
-    # paragraph's run where the embedder exposes its token states
-    texts, spans, sentence_texts = [], [], []
-    found: list[tuple[int, int] | None] = [None] * len(rows)  # (first sentence, count)
-    for at in by_doc.values():
-        doc_nodes = [rows[i] for i in at]
-        heading = passage_heading(doc_nodes)
-        texts += embedding_texts({"source": "passage"}, doc_nodes)
-        spans += [sentence_spans_in(n, heading) for n in doc_nodes]
-        for i, n in zip(at, doc_nodes, strict=True):
-            chunks = chunk_sentences(n["kind"], n["text"], n["title"])
-            found[i] = (len(sentence_texts), len(chunks))
-            sentence_texts += chunks
+    # as the index job finds and embeds them (pipelines/enrich_worker: passage_sentences,
+    # embed_batch): read from each paragraph's run where the embedder exposes its token states
+    node_lists = [[rows[i] for i in at] for at in by_doc.values()]
+    sources = [{"source": "passage"}] * len(node_lists)
+    counts, sentence_texts, spans = passage_sentences(sources, node_lists)
+    texts = [t for nodes in node_lists for t in embedding_texts(sources[0], nodes)]
     _, vectors, _ = embed_batch(backend, texts, spans, sentence_texts, [])
+    found: list[tuple[int, int] | None] = [None] * len(rows)  # (first sentence, count)
+    first = 0
+    for at, doc_counts in zip(by_doc.values(), counts, strict=True):
+        for i, n in zip(at, doc_counts, strict=True):
+            found[i] = (first, n)
+            first += n
     column = [None if f is None else vectors[f[0] : f[0] + f[1]].tolist() for f in found]
     schema = nodes_schema(width or backend.dim)
     kind = schema.field("sentence_vectors").type

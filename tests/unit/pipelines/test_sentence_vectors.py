@@ -14,10 +14,10 @@ from operators.kinds import LEAF_KINDS
 from operators.models.offline import OfflineBackend
 from operators.structure.passages import read_passages
 from pipelines.enrich_worker import (
-    EnrichWorker,
     embed_batch,
     embedding_texts,
     passage_heading,
+    passage_sentences,
     sentence_spans_in,
 )
 from pipelines.rows import from_json, passage_document_row
@@ -91,7 +91,7 @@ def test_sentences_past_the_truncation_are_run_alone(backend, passages) -> None:
     long = next(p for p in passages if len(p.text) > 1200)  # well past 128 word pieces
     row = passage_document_row(long)
     nodes = from_json(row["nodes"])
-    counts, sentence_texts, spans = EnrichWorker._sentence_texts([row], [nodes])
+    counts, sentence_texts, spans = passage_sentences([row], [nodes])
     texts = embedding_texts(row, nodes)
     names = ["Paris", long.title]
     vectors, sentence_vectors, name_vectors = embed_batch(
@@ -100,6 +100,8 @@ def test_sentences_past_the_truncation_are_run_alone(backend, passages) -> None:
     assert sentence_vectors.shape == (len(sentence_texts), backend.dim) == (sum(counts[0]), 384)
     assert (vectors * backend.embed(texts)).sum(axis=1).min() > 0.9999
     assert (name_vectors * backend.embed(names)).sum(axis=1).min() > 0.9999
+    # the passage's title is its root's text and a name: one vector, embedded once
+    assert texts[0] == long.title and np.array_equal(name_vectors[1], vectors[0])
     alone = (sentence_vectors * backend.embed(sentence_texts)).sum(axis=1)
     assert alone[0] < 0.999  # the first sentence: read in its paragraph's context
     assert alone[-1] > 0.9999  # the last: past the paragraph's 128 word pieces, run alone
