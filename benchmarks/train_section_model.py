@@ -63,7 +63,7 @@ MAX_RELATIVE_LEVEL = 6
 # against 0.844 and 0.841): a selection among three on the outer folds, said in the README.
 NUMBERING_PASS = "parent"
 THRESHOLD = 0.5  # when there are too few books to choose one
-INNER_FOLDS = 3
+INNER_FOLDS = 5
 # Which score decides "is a heading", chosen per mode by each training set's own inner CV
 # (``_inner_f1``: the same inner groups and out-of-fold scores as the thresholds, pooled
 # heading F1 of the training books as the product decides them), so the outer folds' figure is

@@ -17,6 +17,11 @@ _MARGIN = 0.085  # share of the page height that running headers and footers liv
 # within this share of its height, repeating as the topmost line on this many pages.
 _DEEP_MARGIN = 0.15
 _DEEP_REPEATS = 4
+# A running head's band: the height and type of the running heads marked so far. A page's
+# topmost line set there in the same type is the running head too, whatever its wording
+# (a section's title on the odd pages of its two or three pages does not repeat enough).
+_BAND_REPEATS = 4
+_BAND_TOLERANCE = 1.5  # points between the tops of two lines in one band
 # A caption's start ("Table A5.4 …", "Figure 3"): tables set one to a page repeat the wording.
 _CAPTION_START = re.compile(
     r"^(fig(ure)?|table|tab|chart|exhibit|plate|map|box|graph|diagram|scheme)\.?\s*[a-z]?[0-9ivxlc]",
@@ -109,6 +114,7 @@ def mark_headers_footers(blocks: list[Block], n_pages: int) -> None:
             b.kind = kind
             marked[b.page].append(b)
     _mark_deep_running_heads(blocks, marked)
+    _mark_running_head_bands(blocks, marked)
     # A line beside running furniture on the same baseline ("4 | Chapter 2. Installation",
     # the section name a footer carries on one or two pages only) is furniture too.
     for b, kind in in_margin:
@@ -145,6 +151,50 @@ def _mark_deep_running_heads(blocks: list[Block], marked: dict[int, list[Block]]
             for b in level:
                 b.kind = HEADER
                 marked[b.page].append(b)
+
+
+def _type_of(b: Block) -> tuple:
+    return (round(b.font_size * 4) / 4, b.bold, b.italic, font_family(b.font))
+
+
+def _mark_running_head_bands(blocks: list[Block], marked: dict[int, list[Block]]) -> None:
+    """A page's topmost line (two lines at most, within ``_DEEP_MARGIN`` of the top) set at
+    the height and in the type (size, weight, slant, family) of running heads marked on
+    ``_BAND_REPEATS`` pages or more, above where the text under those heads starts, with the
+    page's own text starting there and no running head above it, is a running head too: the section title that the odd
+    pages of a two-page section carry repeats too seldom to be found by its wording. (A
+    heading that opens a page without a running head starts the text area itself.)"""
+    text_by_page = blocks_by_page(blocks, (TEXT,))
+    bands: dict[tuple, list[float]] = defaultdict(list)
+    starts: dict[tuple, list[float]] = defaultdict(list)
+    for page, page_marked in marked.items():
+        for b in page_marked:
+            if b.kind == HEADER and sum(c.isalpha() for c in b.text) >= 3:
+                below = [t.y0 for t in text_by_page.get(page, ()) if t.y0 > b.y1 and t.text.strip()]
+                bands[_type_of(b)].append(b.y0)
+                if below:
+                    starts[_type_of(b)].append(min(below))
+    for style, tops in bands.items():
+        if len(tops) < _BAND_REPEATS or not starts[style]:
+            continue
+        text_top = sorted(starts[style])[len(starts[style]) // 2]
+        for page, page_blocks in text_by_page.items():
+            written = sorted((b for b in page_blocks if b.text.strip()), key=lambda b: b.y0)
+            if not written or _type_of(written[0]) != style:
+                continue
+            top = written[0]
+            after = [b.y0 for b in written[1:] if b.y0 > top.y1]
+            headed = any(h.y0 < top.y0 - _BAND_TOLERANCE for h in marked.get(page, ()))
+            if (
+                not headed
+                and top.n_lines <= 2
+                and top.y1 <= top.page_height * _DEEP_MARGIN
+                and top.y1 < text_top - _BAND_TOLERANCE
+                and (not after or min(after) >= text_top - 2 * _BAND_TOLERANCE)
+                and sum(abs(y - top.y0) <= _BAND_TOLERANCE for y in tops) >= _BAND_REPEATS
+            ):
+                top.kind = HEADER
+                marked[page].append(top)
 
 
 def blocks_by_page(blocks: list[Block], kinds: tuple[str, ...]) -> dict[int, list[Block]]:
