@@ -426,10 +426,11 @@ def predict_book(
     numbering_pass: str = NUMBERING_PASS,
     level_of_row: bool = False,
     outline_levels: str = "style",
+    parts: bool = True,
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
-    threshold, with the same levels)."""
+    threshold, with the same levels; ``parts`` off: the ablation without the parts pass)."""
     model = mode_from_json(mode_data)
     layout = _layout(book)
     outline = _outline_decisions(book, mode)
@@ -454,6 +455,7 @@ def predict_book(
         numbering_pass,
         outline_levels,
         prominences=row_prominences(x),
+        parts=parts,
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -550,6 +552,12 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                     )
                     for name, on in (("no consensus", False), ("consensus", True))
                     if mode in LEVEL_CONSENSUS
+                ),
+                # outline off, the levels without nesting chapters in numbered parts
+                *(
+                    [(f"no parts-outline {mode}", predict_book(b, models[mode], mode, parts=False))]
+                    if mode == "off"
+                    else []
                 ),
                 # outline on: the other ways to level the headings added between outline
                 # entries (learned_filter.decide_with_scores; "style" is the default, chosen

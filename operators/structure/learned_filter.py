@@ -48,6 +48,7 @@ from operators.structure.heading_features import (
     pool_decisions,
 )
 from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
+from operators.structure.part_levels import nest_in_parts
 from operators.structure.sections import (
     CONTINUES,
     Candidate,
@@ -408,6 +409,7 @@ def decide_with_scores(
     numbering_pass: str = "parent",
     outline_levels: str = "style",
     prominences: list[tuple] | None = None,
+    parts: bool = True,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
     merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
@@ -427,7 +429,10 @@ def decide_with_scores(
     the added headings by how prominently they are set (``prominences``, one key per
     candidate: ``row_prominences``) rather than by the level model: a style less prominent than
     another added one sits below it. "below" and "stack" are ablation rows of the grouped CV
-    (``benchmarks.train_section_model``)."""
+    (``benchmarks.train_section_model``).
+
+    Without the outline, ``parts`` nests the chapters of a book divided into numbered parts
+    one level under them (``part_levels.nest_in_parts``; off: the CV's "no parts" row)."""
     decisions: list[Decision] = []
     numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
     relative = (
@@ -472,6 +477,9 @@ def decide_with_scores(
                 del numbered[stale]  # "2.1" below this "3" is no longer the current sibling
             numbered[(key[0], full)] = level
         decisions.append(Decision(level, reason))
+    if outline is None and parts:
+        levels = nest_in_parts([c.text for c in candidates], [d.level for d in decisions])
+        decisions = [Decision(lv, d.reason) for lv, d in zip(levels, decisions, strict=True)]
     return decisions
 
 
