@@ -160,10 +160,12 @@ def _type_of(b: Block) -> tuple:
 def _mark_running_head_bands(blocks: list[Block], marked: dict[int, list[Block]]) -> None:
     """A page's topmost line (two lines at most, within ``_DEEP_MARGIN`` of the top) set at
     the height and in the type (size, weight, slant, family) of running heads marked on
-    ``_BAND_REPEATS`` pages or more, above where the text under those heads starts, with the
-    page's own text starting there and no running head above it, is a running head too: the section title that the odd
-    pages of a two-page section carry repeats too seldom to be found by its wording. (A
-    heading that opens a page without a running head starts the text area itself.)"""
+    ``_BAND_REPEATS`` pages or more is a running head too, whatever its wording: the section
+    title that the odd pages of a two-page section carry repeats too seldom to be found by its
+    wording. It must sit above where the text under those heads starts, the page's own text
+    must start there, and no running head may be above it: a heading that opens a page
+    without a running head starts the text area itself, and one under a running head is in
+    the text."""
     text_by_page = blocks_by_page(blocks, (TEXT,))
     bands: dict[tuple, list[float]] = defaultdict(list)
     starts: dict[tuple, list[float]] = defaultdict(list)
