@@ -3,9 +3,11 @@ its top level, with the front matter, and the chapters inside them one level bel
 model, which sees one candidate at a time, puts a part and a chapter set alike at one level;
 this pass, given the whole decided sequence, nests the chapters in their parts.
 
-Only a run of parts numbered 1, 2, 3, … in order counts (a "Part I" that starts again inside
-every chapter is a subdivision, not a part), and the last part ends at the first back-matter
-heading (bibliography, index, appendix, …) set at the parts' level or above.
+Only a run of parts numbered 1, 2, 3, … in order, set at the top level or one below it,
+with headings between them, counts (a "Part I" that starts again inside every chapter, or a
+document's "SECTION 1." … "SECTION 5." quoted deep in a chapter, is not a part), and the last
+part ends at the first back-matter heading (bibliography, index, appendix, …) set at the parts'
+level or above.
 """
 
 from __future__ import annotations
@@ -41,8 +43,11 @@ def part_number(text: str) -> int | None:
 
 def nest_in_parts(texts: list[str], levels: list[int | None]) -> list[int | None]:
     """The levels of the kept headings (``None``: not a heading) with a book's numbered parts
-    at its top level and everything between the first part and the back matter after the last
-    one shifted so that its shallowest heading sits one level below the parts."""
+    at its top level and the headings between the first part and the back matter after the
+    last one pushed down as far as it takes to sit under their part: each one level below
+    its parent at least (the nearest earlier heading set shallower, else its part), never
+    higher than it was, so a chapter set beside the parts goes under them with its sections,
+    and sections already set deeper than their chapter stay where they are."""
     kept = [i for i, level in enumerate(levels) if level is not None]
     parts = [(i, part_number(texts[i])) for i in kept]
     parts = [(i, n) for i, n in parts if n is not None]
@@ -51,18 +56,27 @@ def nest_in_parts(texts: list[str], levels: list[int | None]) -> list[int | None
     part_rows = {i for i, _ in parts}
     top = min(levels[i] for i in kept)
     part_level = min(levels[i] for i in part_rows)
+    if part_level > top + 1:
+        return levels  # numbered "sections" deep in a chapter, not the book's parts
     last = parts[-1][0]
     end = next(
         (i for i in kept if i > last and levels[i] <= part_level and _BACK_MATTER.match(texts[i])),
         len(levels),
     )
-    inside = [i for i in kept if parts[0][0] < i < end and i not in part_rows]
-    if not inside:
-        return levels
-    shift = top + 1 - min(levels[i] for i in inside)
+    if not any(parts[0][0] < i < end and i not in part_rows for i in kept):
+        return levels  # nothing inside the parts
     out = list(levels)
-    for i in part_rows:
-        out[i] = top
-    for i in inside:
-        out[i] = min(max(levels[i] + shift, 1), MAX_LEVEL)
+    stack: list[tuple[int, int]] = []  # the open headings under the part: (level, level given)
+    for i in kept:
+        if i < parts[0][0] or i >= end:
+            continue
+        if i in part_rows:
+            out[i] = top
+            stack = []
+            continue
+        while stack and stack[-1][0] >= levels[i]:
+            stack.pop()
+        parent = stack[-1][1] if stack else top
+        out[i] = min(max(levels[i], parent + 1), MAX_LEVEL)
+        stack.append((levels[i], out[i]))
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from operators.eval.heading_gold import parse_toc_file
+from operators.kinds import MAX_LEVEL
 from operators.structure.part_levels import nest_in_parts, part_number
 
 
@@ -71,3 +72,18 @@ def test_a_book_without_parts_keeps_its_levels():
     texts = ["Contents", "1 Introduction", "1.1 Scope", "2 Methods", "Index"]
     levels: list[int | None] = [1, 1, 2, 1, None]
     assert nest_in_parts(texts, levels) == levels
+
+
+def test_sections_already_below_their_chapter_stay_where_they_are(shared_data):
+    # the chapters set beside the parts, their sections at their gold level already (a level
+    # left empty between them): the chapters go under the parts, the sections do not move
+    gold = _gold(shared_data, "hips_extra", "amicus-curiae")
+    texts = [t for _, t, _ in gold]
+    parts = [i for i, t in enumerate(texts) if part_number(t)]
+    part_level = gold[parts[0]][0]
+    levels = [level if level > part_level + 1 else part_level for level, _, _ in gold]
+    nested = nest_in_parts(texts, levels)
+    inside = range(parts[0], parts[-1])
+    deeper = [i for i in inside if gold[i][0] > part_level + 1]
+    assert deeper and all(nested[i] == min(gold[i][0], MAX_LEVEL) for i in deeper)
+    assert all(nested[i] == part_level + 1 for i in inside if gold[i][0] == part_level + 1)
