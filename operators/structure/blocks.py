@@ -365,14 +365,31 @@ def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
     return cells
 
 
-def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
-    """Per page, the left and right edges of the body text (multi-line body blocks)."""
-    edges: dict[int, tuple[float, float]] = {}
+def body_columns(blocks: list[Block], body: BodyStyle) -> dict[int, list[tuple[float, float]]]:
+    """Per page, the body text's columns, left to right: the horizontal extents of the
+    multi-line blocks at the body size, merged where they overlap (an indented quotation
+    stays in its column; two columns of prose do not overlap)."""
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for b in blocks:
         if b.kind == TEXT and b.n_lines >= 2 and abs(b.font_size - body.font_size) < 0.6:
-            left, right = edges.get(b.page, (b.x0, b.x1))
-            edges[b.page] = (min(left, b.x0), max(right, b.x1))
-    return edges
+            spans[b.page].append((b.x0, b.x1))
+    columns: dict[int, list[tuple[float, float]]] = {}
+    for page, page_spans in spans.items():
+        page_spans.sort()
+        merged = [page_spans[0]]
+        for x0, x1 in page_spans[1:]:
+            left, right = merged[-1]
+            if x0 < right:
+                merged[-1] = (left, max(right, x1))
+            else:
+                merged.append((x0, x1))
+        columns[page] = merged
+    return columns
+
+
+def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
+    """Per page, the left and right edges of the body text (multi-line body blocks)."""
+    return {page: (cols[0][0], cols[-1][1]) for page, cols in body_columns(blocks, body).items()}
 
 
 def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:

@@ -5,9 +5,10 @@ One row per candidate (``sections.candidates_of``), computed from what the rules
 know: the body style, the candidate's style against it (size, weight, italics, capitals,
 typeface and its rarity), its style cluster (how often, how many per page, how sentence-like,
 how numbered, its prominence rank), numbering (depth and kind), white space above and below,
-indentation and centring, line length, position on the page and in the book, what follows,
-contents-page evidence, and the rule deciders' own verdicts (the layout filter's level and
-reason, the outline filter's when an outline is used). The rules stay as features. Two
+indentation and centring (against the body text's column, not the page: ``ColumnFinder``),
+line length, position on the page and in the book, what follows, contents-page evidence, and
+the rule deciders' own verdicts (the layout filter's level and reason, the outline filter's
+when an outline is used). The rules stay as features. Two
 columns see inside a line: the share of its first line in an opening bold or italic run (the
 parse's ``extra["lead"]``: a case name in bold before its citation in roman), and a bare
 label ("a)", "II.") set apart on the same line to its left.
@@ -25,8 +26,8 @@ import numpy as np
 
 from operators.kinds import LIST, TEXT, TITLE
 from operators.parsing.parse import Block, font_family
-from operators.structure.blocks import NEVER_HEADING, is_title_shaped
-from operators.structure.furniture import contents_pages
+from operators.structure.blocks import NEVER_HEADING, body_columns, is_title_shaped
+from operators.structure.furniture import BodyStyle, contents_pages
 from operators.structure.sections import (
     _BARE_LABEL,
     _LABEL_ONLY,
@@ -270,6 +271,42 @@ def label_beside(b: Block, labels: list[Block]) -> bool:
     )
 
 
+class ColumnFinder:
+    """The body-text column a block is set in (``blocks.body_columns``), against which its
+    indentation and centring are measured: a heading flush with a column that starts at 0.3 of
+    the page width is as far left as one in a book with a narrow margin, and the left edge of
+    the right-hand column is a heading's margin there. A page with no multi-line body text
+    (a chapter opening, a figure) takes the columns of the nearest page that has some, of the
+    same parity first (books mirror their margins); with none in the document, the page."""
+
+    def __init__(self, blocks: list[Block], body: BodyStyle) -> None:
+        self.columns = body_columns(blocks, body)
+        self.pages = sorted(self.columns)
+        self._nearest: dict[int, list[tuple[float, float]]] = {}
+
+    def _page_columns(self, page: int) -> list[tuple[float, float]]:
+        cols = self.columns.get(page)
+        if cols is not None:
+            return cols
+        if page not in self._nearest:
+            same = [p for p in self.pages if (p - page) % 2 == 0] or self.pages
+            near = min(same, key=lambda p: (abs(p - page), p), default=None)
+            self._nearest[page] = self.columns[near] if near is not None else []
+        return self._nearest[page]
+
+    def place(self, b: Block) -> tuple[float, float]:
+        """(x0 from the left edge of the block's column, the distance of its centre from the
+        column's centre or from the text area's, the smaller: a title centred over two
+        columns is centred), both as shares of the page width."""
+        width = max(b.page_width, 1.0)
+        cols = self._page_columns(b.page) or [(0.0, width)]
+        column = min(cols, key=lambda c: max(c[0] - b.x0, b.x0 - c[1], 0.0))
+        left, right = column
+        centre = (b.x0 + b.x1) / 2
+        off = min(abs(centre - (left + right) / 2), abs(centre - (cols[0][0] + cols[-1][1]) / 2))
+        return (b.x0 - left) / width, off / width
+
+
 def _repeats(places: list[tuple[int, float]], page: int, y: float) -> tuple[int, int]:
     """Other pages carrying the same shape at the same height, and within a few pages."""
     same_y = {p for p, py in places if p != page and abs(py - y) <= REPEAT_Y_TOL}
@@ -331,6 +368,7 @@ def candidate_features(
     places = _shape_places(blocks)
     part_pages = {c.page for c in candidates if _PART.match(c.text.strip())}
     hanging = _hanging_labels(blocks)
+    columns = ColumnFinder(blocks, body)
 
     outline_prev = 0
     for pos, c in enumerate(candidates):
@@ -379,8 +417,7 @@ def candidate_features(
             min(max(nxt.y0 - b.y1, 0.0) / max(c.font_size, 1.0), 20.0) if nxt else 20.0
         )
         width = max(b.page_width, 1.0)
-        row[_COL["x0_rel"]] = b.x0 / width
-        row[_COL["centre_off"]] = abs((b.x0 + b.x1) / 2 - width / 2) / width
+        row[_COL["x0_rel"]], row[_COL["centre_off"]] = columns.place(b)
         row[_COL["width_rel"]] = (b.x1 - b.x0) / width
         row[_COL["y0_rel"]] = b.y0 / max(b.page_height, 1.0)
         row[_COL["page_rel"]] = c.page / n_pages
