@@ -18,6 +18,7 @@ from operators.structure.heading_features import (
     running_shape,
 )
 from operators.structure.sections import LayoutSectionFilter, SectionContext, candidates_of
+from tests.unit.structure.test_heading_rules import _mmlongbench
 
 
 def test_running_shape_drops_the_page_number_at_either_end():
@@ -99,3 +100,36 @@ def test_a_label_set_apart_on_the_left_is_a_column(shared_data):
     heading = [k for k, c in enumerate(members) if c.text.startswith("Coming from a practical")]
     assert heading and x[heading[0], beside] == 1
     assert x[:, beside].sum() < len(members) / 4
+
+
+def test_indentation_is_measured_from_the_body_column_not_the_page(shared_data):
+    """8dfc21ec (printed web pages) sets its text in a column that starts at 0.3 of the page
+    width; its 9.2 pt bold sub-heads are flush with that column, so they sit at its left edge
+    (``x0_rel`` 0), where a book's flush headings sit, not 0.3 in from it."""
+    members, x = _features(_mmlongbench(shared_data, "8dfc21ec151fb9d3578fc32d5c4e5df9.pdf"), 0, 2)
+    x0 = FEATURE_NAMES.index("x0_rel")
+    heads = [k for k, c in enumerate(members) if c.bold and round(c.font_size, 1) == 9.2]
+    assert len(heads) >= 5, [c.text for c in members]
+    assert all(abs(x[k, x0]) < 0.01 for k in heads), [(members[k].text, x[k, x0]) for k in heads]
+
+
+def test_each_column_of_a_two_column_page_is_its_own_margin(shared_data):
+    """An ACL paper sets its numbered section heads flush with the left of either column
+    (0.12 or 0.51 of the page width; "2 Related Work", "3 PROGRAMFC", "3.1" and "3.4" open
+    the right-hand column): both read as flush (``x0_rel`` near 0); "Abstract",
+    centred over the left column, is centred (``centre_off`` near 0), and the title centred
+    over the page too."""
+    members, x = _features(_mmlongbench(shared_data, "2023.acl-long.386.pdf"), 0, 6)
+    x0, centre = FEATURE_NAMES.index("x0_rel"), FEATURE_NAMES.index("centre_off")
+    numbered = [
+        k
+        for k, c in enumerate(members)
+        if c.text.startswith(("2 Related Work", "3 PROGRAMFC", "3.1 ", "3.3 ", "3.4 ", "4.1 "))
+    ]
+    assert len(numbered) == 6, [c.text for c in members]
+    assert all(abs(x[k, x0]) < 0.01 for k in numbered)
+    abstract = [k for k, c in enumerate(members) if c.text.strip() == "Abstract"]
+    title = [k for k, c in enumerate(members) if c.text.startswith("Fact-Checking Complex")]
+    assert abstract and title
+    assert x[abstract[0], centre] < 0.01 and x[title[0], centre] < 0.01
+    assert x[abstract[0], x0] > 0.1  # set in from the column's edge, not flush
