@@ -407,8 +407,13 @@ def candidate_features(
         row[_COL["roman"]] = _ROMAN.match(text) is not None
         row[_COL["letter_label"]] = _LETTER_LABEL.match(text) is not None
         row[_COL["label_only"]] = bool(_LABEL_ONLY.match(text) or _BARE_LABEL.match(text))
-        row[_COL["space_above_em"]] = min(b.space_above / max(c.font_size, 1.0), 20.0)
-        row[_COL["space_above_gap"]] = min(b.space_above / gap, 50.0)
+        # A line with nothing above it on its page (the first line, or the first under a
+        # running head: parse.measure_space_above then gives its distance from the page's
+        # top) has no measured space above: the margin says nothing of a heading, so it
+        # counts as set a paragraph's gap below what precedes it.
+        above = gap if abs(b.space_above - b.y0) < 0.01 else b.space_above
+        row[_COL["space_above_em"]] = min(above / max(c.font_size, 1.0), 20.0)
+        row[_COL["space_above_gap"]] = min(above / gap, 50.0)
         on_page = page_blocks.get(b.page, [])
         k = on_page.index(c.index) if c.index in on_page else -1
         nxt = blocks[on_page[k + 1]] if 0 <= k < len(on_page) - 1 else None
