@@ -116,7 +116,9 @@ def test_tables_are_readable_and_passages_have_their_part_of(paper_graph):
     db = lancedb.connect(str(out))
     edges = db.open_table(EDGES).to_arrow()
     communities = db.open_table(COMMUNITIES).to_arrow()
-    assert edges.num_rows == lance_store.read_table(out, EDGES).num_rows > 500
+    # 504 edges at stop 7; the paper's running heads ("Lu and Kan", "IRS@WSDM '23, …", 8 blocks
+    # set at the height of its other running heads) are furniture since, not nodes
+    assert edges.num_rows == lance_store.read_table(out, EDGES).num_rows > 450
     assert communities.num_rows == lance_store.read_table(out, NODES).num_rows
     passage_ids = [
         d["doc_id"] for d in lance_store.read_table(out, DOCUMENTS).to_pylist() if "#" in d["uri"]
