@@ -176,12 +176,15 @@ def _mark_running_head_bands(blocks: list[Block], marked: dict[int, list[Block]]
                 bands[_type_of(b)].append(b.y0)
                 if below:
                     starts[_type_of(b)].append(min(below))
+    written_by_page = {
+        page: sorted((b for b in page_blocks if b.text.strip()), key=lambda b: b.y0)
+        for page, page_blocks in text_by_page.items()
+    }
     for style, tops in bands.items():
         if len(tops) < _BAND_REPEATS or not starts[style]:
             continue
         text_top = sorted(starts[style])[len(starts[style]) // 2]
-        for page, page_blocks in text_by_page.items():
-            written = sorted((b for b in page_blocks if b.text.strip()), key=lambda b: b.y0)
+        for page, written in written_by_page.items():
             if not written or _type_of(written[0]) != style:
                 continue
             top = written[0]

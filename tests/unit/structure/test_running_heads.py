@@ -14,10 +14,12 @@ from operators.parsing.parse import parse_pages
 from operators.structure.furniture import mark_headers_footers
 
 
-def _marked(shared_data: Path, corpus: str, prefix: str, first: int = 1, last: int = 0):
-    found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
+def _marked(
+    shared_data: Path, corpus: str, prefix: str, first: int = 1, last: int = 0, folder="PDFs"
+):
+    found = sorted((shared_data / corpus / folder).glob(f"{prefix}*.pdf"))
     if not found:
-        pytest.skip(f"{corpus} book {prefix} missing from the shared data")
+        pytest.skip(f"{corpus} document {prefix} missing from the shared data")
     with pymupdf.open(str(found[0])) as doc:
         last = last or doc.page_count
         blocks = parse_pages(doc, first - 1, last).blocks
@@ -65,12 +67,7 @@ def test_headings_that_open_a_page_at_the_text_top_stay_in_the_flow(shared_data)
     # Adobe's 10-K sets its running heads at the top of the text area in the headings' type;
     # "ITEM 3. LEGAL PROCEEDINGS" and "PART II" open pages 32 and 33 there: headings, not
     # furniture (they start the text area; a running head sits above it).
-    found = sorted((shared_data / "mmlongbench" / "documents").glob("ADOBE_2015_10K*.pdf"))
-    if not found:
-        pytest.skip("ADOBE_2015_10K missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        blocks = parse_pages(doc, 0, doc.page_count).blocks
-        mark_headers_footers(blocks, doc.page_count)
+    blocks = _marked(shared_data, "mmlongbench", "ADOBE_2015_10K", folder="documents")
     opening = [b for b in blocks if b.page in (32, 33) and b.y0 < 45]
     assert [b.text.split()[0] for b in opening] == ["ITEM", "PART"]
     assert all(b.kind == TEXT for b in opening)
@@ -80,12 +77,7 @@ def test_a_heading_under_a_running_head_is_not_one(shared_data):
     # Costco's 10-K: "Table of Contents" heads every page; "Human Capital" and "Competition",
     # the first lines under it on pages 6 and 7, are headings set at the band's height
     # elsewhere in the book, but a page's running head is above them.
-    found = sorted((shared_data / "mmlongbench" / "documents").glob("COSTCO_2021_10K*.pdf"))
-    if not found:
-        pytest.skip("COSTCO_2021_10K missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        blocks = parse_pages(doc, 0, doc.page_count).blocks
-        mark_headers_footers(blocks, doc.page_count)
+    blocks = _marked(shared_data, "mmlongbench", "COSTCO_2021_10K", folder="documents")
     heads = [
         b for b in blocks if b.page in (6, 7) and b.text.strip() in ("Human Capital", "Competition")
     ]
