@@ -429,10 +429,12 @@ def predict_book(
     level_of_row: bool = False,
     outline_levels: str = "style",
     parts: bool = True,
+    numbering_levels: bool = True,
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
-    threshold, with the same levels; ``parts`` off: the ablation without the parts pass)."""
+    threshold, with the same levels; ``parts`` off: the ablation without the parts pass;
+    ``numbering_levels`` off: without levelling by the numbering styles' nesting)."""
     model = mode_from_json(mode_data)
     layout = _layout(book)
     outline = _outline_decisions(book, mode)
@@ -458,6 +460,7 @@ def predict_book(
         outline_levels,
         prominences=row_prominences(x),
         parts=parts,
+        numbering_levels=numbering_levels,
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -558,6 +561,17 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                 # outline off, the levels without nesting chapters in numbered parts
                 *(
                     [(f"no parts-outline {mode}", predict_book(b, models[mode], mode, parts=False))]
+                    if mode == "off"
+                    else []
+                ),
+                # outline off, the levels without the numbering styles' nesting
+                *(
+                    [
+                        (
+                            f"no num-levels-outline {mode}",
+                            predict_book(b, models[mode], mode, numbering_levels=False),
+                        )
+                    ]
                     if mode == "off"
                     else []
                 ),

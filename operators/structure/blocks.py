@@ -154,6 +154,56 @@ def _absorb(upper: Block, lower: Block) -> None:
     upper.n_lines += lower.n_lines
 
 
+# A heading's number set apart on its left, as a block of its own on the same line ("a)" beside
+# "Coming from a practical observation: …"): a letter, roman or arabic label, or a dotted number.
+HANGING_LABEL = re.compile(
+    r"^(\(?[a-zA-Z]{1,3}\)|[A-Z]\.|[IVXLC]{1,6}\.?|\d{1,2}(\.\d{1,2})*\.?|\d{1,2}\)|§\s*\d+)$"
+)
+HANGING_LABEL_GAP = 60.0  # points between the label's right edge and the title's left edge
+_LABELLED_MAX_LINES = 3  # a heading's lines at most: a numbered paragraph keeps its label apart
+
+
+def join_hanging_labels(blocks: list[Block]) -> list[Block]:
+    """A bare number that PyMuPDF set as a block of its own on a heading's first line, just
+    left of it ("1.2" | "Contribution of International Shipping …", "3." | "Uncertainty about
+    …": typesetters hang a heading's number in the margin), joined to the heading as the
+    start of its text, so that the heading reads as numbered. Both plain text on one page,
+    the label one line, in the heading's type size (within a point), its top within
+    0.4 em of the heading's, its right edge at most ``HANGING_LABEL_GAP`` left of the
+    heading; the heading at most ``_LABELLED_MAX_LINES`` lines."""
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for i, b in enumerate(blocks):
+        if b.kind == TEXT:
+            by_page[b.page].append(i)
+    absorbed: set[int] = set()
+    for rows in by_page.values():
+        for i in rows:
+            label = blocks[i]
+            text = label.text.strip()
+            if label.n_lines != 1 or len(text) > 8 or not HANGING_LABEL.match(text):
+                continue
+            near = max(2.0, 0.4 * label.font_size)
+            beside = [
+                j
+                for j in rows
+                if j != i
+                and j not in absorbed
+                and blocks[j].n_lines <= _LABELLED_MAX_LINES
+                and abs(blocks[j].y0 - label.y0) < near
+                and 0 <= blocks[j].x0 - label.x1 < HANGING_LABEL_GAP
+                and abs(blocks[j].font_size - label.font_size) <= 1.0
+                and not HANGING_LABEL.match(blocks[j].text.strip())
+            ]
+            if len(beside) != 1:
+                continue
+            heading = blocks[beside[0]]
+            heading.text = f"{text} {heading.text}"
+            heading.x0 = min(heading.x0, label.x0)
+            heading.y0 = min(heading.y0, label.y0)
+            absorbed.add(i)
+    return [b for i, b in enumerate(blocks) if i not in absorbed]
+
+
 def join_split_headings(blocks: list[Block], body: BodyStyle) -> list[Block]:
     """Lines of one heading that PyMuPDF put in separate blocks, joined: display-size lines,
     and body-size single lines of one style where the first is visibly unfinished."""
@@ -189,7 +239,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     """Refine "text" blocks in place: header/footer, caption, list, title (candidate)."""
     mark_headers_footers(blocks, n_pages)
     body = body_style(blocks)
-    blocks[:] = join_split_headings(blocks, body)
+    blocks[:] = join_split_headings(join_hanging_labels(blocks), body)
     space_below_furniture(blocks)
     columns = _text_columns(blocks, body)
     toc_pages = contents_pages(blocks)

@@ -26,7 +26,13 @@ import numpy as np
 
 from operators.kinds import LIST, TEXT, TITLE
 from operators.parsing.parse import Block, font_family
-from operators.structure.blocks import NEVER_HEADING, body_columns, is_title_shaped
+from operators.structure.blocks import (
+    HANGING_LABEL,
+    HANGING_LABEL_GAP,
+    NEVER_HEADING,
+    body_columns,
+    is_title_shaped,
+)
 from operators.structure.furniture import BodyStyle, contents_pages
 from operators.structure.sections import (
     _BARE_LABEL,
@@ -64,12 +70,6 @@ _MATTER = re.compile(
 _SHAPE_EDGE_NUMBER = re.compile(r"^([0-9]{1,4}|[ivxlc]{1,6})\b|\b([0-9]{1,4}|[ivxlc]{1,6})$")
 REPEAT_Y_TOL = 0.02  # share of the page height within which a repeat counts as the same place
 REPEAT_NEAR_PAGES = 3
-# A heading's number set apart on its left, as a block of its own on the same line ("a)" beside
-# "Coming from a practical observation: …"): a letter, roman or arabic label, or a dotted number.
-_HANGING_LABEL = re.compile(
-    r"^(\(?[a-zA-Z]{1,3}\)|[A-Z]\.|[IVXLC]{1,6}\.?|\d{1,2}(\.\d{1,2})*\.?|\d{1,2}\)|§\s*\d+)$"
-)
-HANGING_LABEL_GAP = 60.0  # points between the label's right edge and the title's left edge
 # Reasons the rule deciders give, one indicator feature each (others count as "other").
 RULE_REASONS = (
     "style",  # layout: kept in a style cluster
@@ -253,11 +253,11 @@ def _shape_places(blocks: list[Block]) -> dict[str, list[tuple[int, float]]]:
 
 
 def _hanging_labels(blocks: list[Block]) -> dict[int, list[Block]]:
-    """Per page, the one-line text blocks that are a bare heading label (``_HANGING_LABEL``)."""
+    """Per page, the one-line text blocks that are a bare heading label (``blocks.HANGING_LABEL``)."""
     labels: dict[int, list[Block]] = defaultdict(list)
     for b in blocks:
         short = b.kind in (TEXT, TITLE, LIST) and b.n_lines == 1 and len(b.text) <= 8
-        if short and _HANGING_LABEL.match(b.text.strip()):
+        if short and HANGING_LABEL.match(b.text.strip()):
             labels[b.page].append(b)
     return labels
 

@@ -47,6 +47,7 @@ from operators.structure.heading_features import (
     heading_pool,
     pool_decisions,
 )
+from operators.structure.numbering_levels import nest_by_numbering
 from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
 from operators.structure.part_levels import nest_in_parts
 from operators.structure.sections import (
@@ -410,6 +411,7 @@ def decide_with_scores(
     outline_levels: str = "style",
     prominences: list[tuple] | None = None,
     parts: bool = True,
+    numbering_levels: bool = True,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
     merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
@@ -432,7 +434,10 @@ def decide_with_scores(
     (``benchmarks.train_section_model``).
 
     Without the outline, ``parts`` nests the chapters of a book divided into numbered parts
-    one level under them (``part_levels.nest_in_parts``; off: the CV's "no parts" row)."""
+    one level under them (``part_levels.nest_in_parts``; off: the CV's "no parts" row), and
+    ``numbering_levels`` then levels the numbered headings by the order in which the book's
+    numbering styles nest ("A." > "I." > "1." > "a)"; ``numbering_levels.nest_by_numbering``;
+    off: the CV's "no num-levels" row)."""
     decisions: list[Decision] = []
     numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
     relative = (
@@ -477,8 +482,13 @@ def decide_with_scores(
                 del numbered[stale]  # "2.1" below this "3" is no longer the current sibling
             numbered[(key[0], full)] = level
         decisions.append(Decision(level, reason))
-    if outline is None and parts:
-        levels = nest_in_parts([c.text for c in candidates], [d.level for d in decisions])
+    if outline is None and (parts or numbering_levels):
+        texts = [c.text for c in candidates]
+        levels = [d.level for d in decisions]
+        if parts:
+            levels = nest_in_parts(texts, levels)
+        if numbering_levels:
+            levels = nest_by_numbering(texts, levels)
         decisions = [Decision(lv, d.reason) for lv, d in zip(levels, decisions, strict=True)]
     return decisions
 

@@ -91,15 +91,17 @@ def test_bold_or_italic_lead_in_is_a_column_and_a_style_of_its_own(shared_data):
     assert row_style(x[notes[0]]) not in plain_styles
 
 
-def test_a_label_set_apart_on_the_left_is_a_column(shared_data):
+def test_a_label_set_apart_on_the_left_starts_the_heading(shared_data):
     """purpose-limitation sets "a)" apart on the left of a body-face heading ("Coming from a
-    practical observation: …", p. 36), a block of its own on the same line; the paragraph
-    under it has no such label."""
+    practical observation: …", p. 36), a block of its own on the same line
+    (``blocks.join_hanging_labels``): the heading reads "a) Coming from …", numbered, and no
+    bare label is left as a candidate of its own; the paragraph under it keeps its text."""
     members, x = _features(_book(shared_data, "the-principle-of-purpose-limitation"), 33, 37)
-    beside = FEATURE_NAMES.index("label_beside")
-    heading = [k for k, c in enumerate(members) if c.text.startswith("Coming from a practical")]
-    assert heading and x[heading[0], beside] == 1
-    assert x[:, beside].sum() < len(members) / 4
+    letter = FEATURE_NAMES.index("letter_label")
+    heading = [k for k, c in enumerate(members) if "Coming from a practical" in c.text]
+    assert len(heading) == 1 and members[heading[0]].text.startswith("a) Coming from")
+    assert x[heading[0], letter] > 0
+    assert not [c for c in members if c.text.strip() in ("a)", "b)", "3.")]
 
 
 def test_indentation_is_measured_from_the_body_column_not_the_page(shared_data):
