@@ -10,6 +10,9 @@ are open:
 * a style already open closes everything opened after it and takes its level again;
 * a style not open opens one level below the heading on top of the stack (the level model's
   level when the stack is empty);
+* a numbered heading the level model sets at or above every open heading's level closes
+  them all (a new part or chapter: "PART I" after an introduction that named "Part I" and
+  "Part II" in headings of its own);
 * a heading without a number keeps the level model's level and closes the styles opened at
   that level or deeper; numbered headings after it open below it, unless the level model
   sets the numbered heading at its level or shallower ("Introduction" set beside "I.", "II.").
@@ -127,6 +130,8 @@ def nest_by_numbering(texts: list[str], levels: list[int | None]) -> list[int | 
             stack = [entry for entry in stack if entry[1] < model_level]
             stack.append((None, model_level))
             continue
+        if stack and model_level <= min(level for _, level in stack):
+            stack = []  # set at the top of what is open: a new chapter, part or book
         style = _resolve(number, last_token)
         last_token[style] = number.token
         open_at = next((k for k, entry in enumerate(stack) if entry[0] == style), None)

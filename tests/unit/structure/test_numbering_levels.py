@@ -92,4 +92,14 @@ def test_number_styles():
     nested = nest_by_numbering(["1. x", *letters], [1] + [2] * len(letters))
     assert nested[-1] == nested[1] == 2
     romans = ["A. a", "I. one", "II. two", "B. b"]
-    assert nest_by_numbering(romans, [1, 1, 1, 1]) == [1, 2, 2, 1]
+    assert nest_by_numbering(romans, [1, 3, 3, 1]) == [1, 2, 2, 1]
+
+
+def test_a_numbered_heading_at_the_top_of_what_is_open_starts_afresh():
+    # bank-regulation: the introduction's "Part I" / "Part II" (an overview's headings, under
+    # "Book overview") leave "part" open at level 3; "PART I FOUNDATIONS", which the level
+    # model sets at the top, is not their sibling but the book's first part
+    texts = ["Introduction", "Book overview", "Part I", "Part II", "PART I FOUNDATIONS"]
+    texts += ["CHAPTER 1 The banking business", "1.1 Introductory overview"]
+    levels = [1, 2, 3, 3, 1, 5, 5]
+    assert nest_by_numbering(texts, levels) == [1, 2, 3, 3, 1, 2, 3]
