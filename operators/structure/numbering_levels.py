@@ -46,21 +46,23 @@ _LETTER_BEFORE = {"i": "h", "v": "u", "x": "w", "l": "k", "c": "b"}
 
 
 @dataclass(frozen=True)
-class _Number:
+class Number:
+    """A heading's leading number: its style (or styles) and the token itself."""
+
     styles: tuple[str, ...]  # the style, or the two readings of an ambiguous token (letter first)
     token: str
 
 
-def number_of(text: str) -> _Number | None:
+def number_of(text: str) -> Number | None:
     """The numbering of a heading's text, None when it carries none. The style names the
     form and punctuation ("(arabic)", "LETTER.", "dotted3", "chapter"); a token that reads
     both as a letter and as a Roman numeral ("I.", "c)") carries both styles."""
     m = _WORD.match(text)
     if m:
-        return _Number((m.group(1).lower(),), m.group(2))
+        return Number((m.group(1).lower(),), m.group(2))
     m = _DOTTED.match(text)
     if m:
-        return _Number((f"dotted{m.group(1).count('.') + 1}",), m.group(1))
+        return Number((f"dotted{m.group(1).count('.') + 1}",), m.group(1))
     m = _TOKEN.match(text)
     if m is None:
         return None
@@ -70,7 +72,7 @@ def number_of(text: str) -> _Number | None:
     if token.isdigit():
         if len(token) > 3:
             return None
-        return _Number((f"{opening}arabic{closing}",), token)
+        return Number((f"{opening}arabic{closing}",), token)
     if not closing:  # "A Theory of …", "I Introduction": words, not numbers
         return None
     case = "LETTER" if token.isupper() else "letter"
@@ -79,11 +81,11 @@ def number_of(text: str) -> _Number | None:
     is_roman = bool(_ROMAN_CHARS.match(token)) and _roman_value(token) is not None
     is_letter = len(token) == 1 or token[0] == token[1]
     if is_roman and is_letter:
-        return _Number((letter, roman), token)
+        return Number((letter, roman), token)
     if is_roman:
-        return _Number((roman,), token)
+        return Number((roman,), token)
     if is_letter:
-        return _Number((letter,), token)
+        return Number((letter,), token)
     return None
 
 
@@ -97,7 +99,7 @@ def _roman_value(token: str) -> int | None:
     return total or None
 
 
-def _resolve(number: _Number, last_token: dict[str, str]) -> str:
+def _resolve(number: Number, last_token: dict[str, str]) -> str:
     """The style of an ambiguous token: the letter when it follows its letter ("I." after
     "H."), the Roman numeral otherwise."""
     if len(number.styles) == 1:
