@@ -36,6 +36,7 @@ from operators.structure.sections import (
     LayoutSectionFilter,
     SectionContext,
     candidates_of,
+    carried_heading,
 )
 
 LABELLED_CORPORA = ("hips", "hips_extra")
@@ -269,5 +270,15 @@ def headings_of(book: Book, decisions: list[tuple[int, str]], with_outline: bool
     headings = [h for _, _, h in out]
     if with_outline and book.has_outline:
         headings += list(book.promoted)
-        headings += list(book.outline_only)
+        carried = list(range(len(headings)))  # the block headings an entry may be
+        only = []
+        for entry in book.outline_only:
+            level, title, page = entry
+            k = carried_heading(title, page, [headings[i][1:] for i in carried])
+            if k is None:
+                only.append(entry)
+            else:
+                i = carried.pop(k)
+                headings[i] = (level, headings[i][1], headings[i][2])
+        headings += only
     return headings

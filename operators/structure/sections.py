@@ -437,13 +437,36 @@ def resolve_headings(
     return _place_outline_only(headings, result.outline_only, blocks)
 
 
+def carried_heading(title: str, page: int, carried: list[tuple[str, int]]) -> int | None:
+    """The position in ``carried`` ((title, page) of the headings blocks carry) of the heading
+    that is an outline entry the locator did not place: the same title (``normalise_title``)
+    on the entry's page or next to it; None when there is none."""
+    key = normalise_title(title)
+    for k, (text, at) in enumerate(carried):
+        if abs(at - page) <= 1 and normalise_title(text) == key:
+            return k
+    return None
+
+
 def _place_outline_only(
     headings: list[Heading], outline_only: list[OutlineHeading], blocks: list[Block]
 ) -> list[Heading]:
     """Outline entries with no block go before the first heading of their page that a block
-    carries (after the entries of that page placed before them: the outline's order holds)."""
-    placed = list(headings)
+    carries (after the entries of that page placed before them: the outline's order holds).
+    An entry whose title a kept heading on its page carries (``carried_heading``: the locator
+    searches title and text blocks, a heading kept from a list block is "a) …") is that
+    heading, at the entry's level, not a second one."""
+    carried = [h for h in headings if h.block_index is not None]
+    rest = []
     for entry in outline_only:
+        k = carried_heading(entry.title, entry.page, [(h.title, h.page) for h in carried])
+        if k is None:
+            rest.append(entry)
+        else:
+            carried[k].level = entry.level
+            del carried[k]  # one entry per heading
+    placed = list(headings)
+    for entry in rest:
         heading = Heading(entry.level, entry.title, entry.page, None)
         pos = next(
             (

@@ -89,3 +89,21 @@ def test_outline_entries_no_block_carries_keep_the_outline_order(shared_data):
     headings = extract_headings(str(pdf), use_outline=True)
     titles = [t for _, t, _ in headings]
     assert titles[:3] == unmatched == ["Basic Income Tax", "2016-2017", "Fourth Edition"]
+
+
+def test_an_entry_the_locator_missed_is_the_heading_that_carries_it_not_a_second_one(
+    shared_data,
+):
+    """purpose-limitation's bookmark "a) Key Elements for the entrepreneurial process"
+    (p. 63, level 4) sits on a list block (its number "a)" hung in the margin, joined to it),
+    which the outline locator does not search; the model keeps the block. The entry is that
+    heading, at the outline's level, not a second copy of it (86 such copies outline on in
+    stop 9's CV)."""
+    found = sorted((shared_data / "hips_extra" / "PDFs").glob("the-principle-of-purpose*.pdf"))
+    if not found:
+        pytest.skip("purpose-limitation missing from the shared data")
+    headings = extract_headings(str(found[0]), use_outline=True)
+    key = [h for h in headings if "Key Elements for the entrepreneurial" in h[1]]
+    assert len(key) == 1 and key[0][0] == 4
+    titles = [h[1].strip().lower() for h in headings]
+    assert len(titles) - len(set(titles)) < 20  # repeated names ("Interim conclusion") only
