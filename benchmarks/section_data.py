@@ -36,7 +36,7 @@ from operators.structure.sections import (
     LayoutSectionFilter,
     SectionContext,
     candidates_of,
-    carried_heading,
+    carried_entries,
 )
 
 LABELLED_CORPORA = ("hips", "hips_extra")
@@ -270,15 +270,9 @@ def headings_of(book: Book, decisions: list[tuple[int, str]], with_outline: bool
     headings = [h for _, _, h in out]
     if with_outline and book.has_outline:
         headings += list(book.promoted)
-        carried = list(range(len(headings)))  # the block headings an entry may be
-        only = []
-        for entry in book.outline_only:
-            level, title, page = entry
-            k = carried_heading(title, page, [headings[i][1:] for i in carried])
-            if k is None:
-                only.append(entry)
-            else:
-                i = carried.pop(k)
-                headings[i] = (level, headings[i][1], headings[i][2])
-        headings += only
+        only = list(book.outline_only)
+        found = carried_entries([e[1:] for e in only], [h[1:] for h in headings])
+        for e, k in found.items():
+            headings[k] = (only[e][0], *headings[k][1:])
+        headings += [entry for e, entry in enumerate(only) if e not in found]
     return headings

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from operators.kinds import MAX_LEVEL
+from operators.structure.heading_context import _roman
 
 MIN_STYLES = 2
 
@@ -78,7 +79,7 @@ def number_of(text: str) -> Number | None:
     case = "LETTER" if token.isupper() else "letter"
     letter = f"{opening}{case}{'2' if len(token) == 2 and token[0] == token[1] else ''}{closing}"
     roman = f"{opening}{'ROMAN' if token.isupper() else 'roman'}{closing}"
-    is_roman = bool(_ROMAN_CHARS.match(token)) and _roman_value(token) is not None
+    is_roman = bool(_ROMAN_CHARS.match(token)) and _roman(token) is not None
     is_letter = len(token) == 1 or token[0] == token[1]
     if is_roman and is_letter:
         return Number((letter, roman), token)
@@ -87,16 +88,6 @@ def number_of(text: str) -> Number | None:
     if is_letter:
         return Number((letter,), token)
     return None
-
-
-def _roman_value(token: str) -> int | None:
-    values = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
-    total, prev = 0, 0
-    for ch in reversed(token.lower()):
-        v = values[ch]
-        total = total - v if v < prev else total + v
-        prev = max(prev, v)
-    return total or None
 
 
 def _resolve(number: Number, last_token: dict[str, str]) -> str:

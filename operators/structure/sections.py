@@ -437,15 +437,23 @@ def resolve_headings(
     return _place_outline_only(headings, result.outline_only, blocks)
 
 
-def carried_heading(title: str, page: int, carried: list[tuple[str, int]]) -> int | None:
-    """The position in ``carried`` ((title, page) of the headings blocks carry) of the heading
-    that is an outline entry the locator did not place: the same title (``normalise_title``)
-    on the entry's page or next to it; None when there is none."""
-    key = normalise_title(title)
-    for k, (text, at) in enumerate(carried):
-        if abs(at - page) <= 1 and normalise_title(text) == key:
-            return k
-    return None
+def carried_entries(
+    entries: list[tuple[str, int]], carried: list[tuple[str, int]]
+) -> dict[int, int]:
+    """Outline entries the locator did not place ((title, page) each) that are headings blocks
+    carry ((title, page) each): entry position → position in ``carried`` of the first heading
+    not taken yet with the same title (``normalise_title``) on the entry's page or next to
+    it. Each heading is at most one entry."""
+    keys = [normalise_title(text) for text, _ in carried]
+    free = list(range(len(carried)))
+    found: dict[int, int] = {}
+    for e, (title, page) in enumerate(entries):
+        key = normalise_title(title)
+        k = next((k for k in free if keys[k] == key and abs(carried[k][1] - page) <= 1), None)
+        if k is not None:
+            found[e] = k
+            free.remove(k)
+    return found
 
 
 def _place_outline_only(
@@ -453,18 +461,16 @@ def _place_outline_only(
 ) -> list[Heading]:
     """Outline entries with no block go before the first heading of their page that a block
     carries (after the entries of that page placed before them: the outline's order holds).
-    An entry whose title a kept heading on its page carries (``carried_heading``: the locator
+    An entry whose title a kept heading on its page carries (``carried_entries``: the locator
     searches title and text blocks, a heading kept from a list block is "a) …") is that
     heading, at the entry's level, not a second one."""
     carried = [h for h in headings if h.block_index is not None]
-    rest = []
-    for entry in outline_only:
-        k = carried_heading(entry.title, entry.page, [(h.title, h.page) for h in carried])
-        if k is None:
-            rest.append(entry)
-        else:
-            carried[k].level = entry.level
-            del carried[k]  # one entry per heading
+    found = carried_entries(
+        [(e.title, e.page) for e in outline_only], [(h.title, h.page) for h in carried]
+    )
+    for e, k in found.items():
+        carried[k].level = outline_only[e].level
+    rest = [entry for e, entry in enumerate(outline_only) if e not in found]
     placed = list(headings)
     for entry in rest:
         heading = Heading(entry.level, entry.title, entry.page, None)

@@ -4,24 +4,10 @@ a paragraph, or a page's folio, stays as it is."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pymupdf
 import pytest
 
-from operators.parsing.parse import parse_pages
 from operators.structure.blocks import join_hanging_labels
-from operators.structure.furniture import mark_headers_footers
-
-
-def _blocks(shared_data: Path, corpus: str, prefix: str, first: int, last: int):
-    found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
-    if not found:
-        pytest.skip(f"{corpus} document {prefix} missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        blocks = parse_pages(doc, first - 1, last).blocks
-    mark_headers_footers(blocks, last - first + 1)
-    return blocks
+from tests.unit.structure.test_running_heads import _marked
 
 
 @pytest.mark.parametrize(
@@ -35,7 +21,7 @@ def _blocks(shared_data: Path, corpus: str, prefix: str, first: int, last: int):
     ],
 )
 def test_a_hanging_number_starts_its_heading(shared_data, corpus, prefix, page, start, heading):
-    blocks = _blocks(shared_data, corpus, prefix, start, page + 1)
+    blocks = _marked(shared_data, corpus, prefix, start, page + 1)
     words = heading.split(" ", 1)[1]
     before = [b for b in blocks if b.page == page and b.text.startswith(words)]
     assert len(before) == 1
@@ -54,7 +40,7 @@ def test_a_hanging_number_starts_its_heading(shared_data, corpus, prefix, page, 
 def test_a_label_beside_a_long_block_stays_apart(shared_data):
     # climate-change p. 21: "16" on the first line of a 14-line block, a list's number, not a
     # heading's; a heading has at most three lines
-    blocks = _blocks(shared_data, "hips", "climate-change", 21, 21)
+    blocks = _marked(shared_data, "hips", "climate-change", 21, 21)
     label = [b for b in blocks if b.text.strip() == "16"]
     long_block = [b for b in blocks if b.n_lines > 3 and abs(b.y0 - label[0].y0) < 4]
     assert label and long_block
