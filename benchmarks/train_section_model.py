@@ -41,6 +41,7 @@ from operators.eval.heading_gold import aggregate, score
 from operators.structure.heading_context import (
     ALL_FEATURE_NAMES,
     context_features,
+    row_style,
     step_features,
 )
 from operators.structure.learned_filter import (
@@ -430,11 +431,13 @@ def predict_book(
     outline_levels: str = "style",
     parts: bool = True,
     numbering_levels: bool = True,
+    siblings: bool = True,
 ) -> list[tuple[int, str, int]]:
     """The learned filter's headings for one cached book, as the product decides them
     (``first_stage_only``: the ablation that keeps the first stage's headings, at its
     threshold, with the same levels; ``parts`` off: the ablation without the parts pass;
-    ``numbering_levels`` off: without levelling by the numbering styles' nesting)."""
+    ``numbering_levels`` off: without levelling by the numbering styles' nesting;
+    ``siblings`` off: without keeping the numbered headings that continue a kept sibling)."""
     model = mode_from_json(mode_data)
     layout = _layout(book)
     outline = _outline_decisions(book, mode)
@@ -461,6 +464,7 @@ def predict_book(
         prominences=row_prominences(x),
         parts=parts,
         numbering_levels=numbering_levels,
+        styles=[row_style(r) for r in x] if siblings else None,
     )
     return headings_of(book, [(d.level or 0, d.reason) for d in decisions], mode == "on")
 
@@ -574,6 +578,11 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                     ]
                     if mode == "off"
                     else []
+                ),
+                # without keeping the numbered headings that continue a kept sibling
+                (
+                    f"no siblings-outline {mode}",
+                    predict_book(b, models[mode], mode, siblings=False),
                 ),
                 # outline on: the other ways to level the headings added between outline
                 # entries (learned_filter.decide_with_scores; "style" is the default, chosen

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from operators.kinds import LIST, TEXT, TITLE
+from operators.kinds import HEADER, LIST, TEXT, TITLE
 from operators.parsing.parse import Block, font_family
 from operators.structure.blocks import (
     HANGING_LABEL,
@@ -154,6 +154,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "outline_level",
     *(f"outline_{r}" for r in OUTLINE_REASONS),
     "outline_prev_level",
+    "outline_per_page",
+    "style_entry_share",
+    "short_run",
     "lead_bold",
     "lead_italic",
     "label_beside",
@@ -252,6 +255,44 @@ def _shape_places(blocks: list[Block]) -> dict[str, list[tuple[int, float]]]:
     return places
 
 
+SHORT_RUN_LINES = 2  # a block of at most this many lines can be part of a run of short lines
+SHORT_RUN_CAP = 10
+
+
+def short_runs(blocks: list[Block]) -> dict[int, int]:
+    """Block index → how many short blocks (at most ``SHORT_RUN_LINES`` lines) set in its type
+    (size to half a point, weight, italics, typeface, a bold or italic lead-in) stand in a row
+    with it, in reading order over the text, title and list blocks, furniture skipped (capped
+    at ``SHORT_RUN_CAP``). A heading stands alone in its type, or beside a byline or a second title line; twenty
+    one-line entries in the body face in a row are a list, whatever each line looks like."""
+
+    def key(b: Block) -> tuple | None:
+        if b.kind not in (TEXT, TITLE, LIST) or b.n_lines > SHORT_RUN_LINES:
+            return None
+        lead_bold, lead_italic = b.extra.get("lead") or (0.0, 0.0)
+        return (
+            round(b.font_size * 2) / 2,
+            b.bold,
+            b.italic,
+            font_family(b.font),
+            not b.bold and lead_bold > 0,  # a bold case name before its roman citation
+            not b.italic and lead_italic > 0,
+        )
+
+    content = [i for i, b in enumerate(blocks) if b.kind in (TEXT, TITLE, LIST)]
+    runs: dict[int, int] = {}
+    start = 0
+    while start < len(content):
+        k = key(blocks[content[start]])
+        end = start + 1
+        while k is not None and end < len(content) and key(blocks[content[end]]) == k:
+            end += 1
+        for i in content[start:end]:
+            runs[i] = min(end - start, SHORT_RUN_CAP)
+        start = end
+    return runs
+
+
 def _hanging_labels(blocks: list[Block]) -> dict[int, list[Block]]:
     """Per page, the one-line text blocks that are a bare heading label (``blocks.HANGING_LABEL``)."""
     labels: dict[int, list[Block]] = defaultdict(list)
@@ -334,7 +375,10 @@ def candidate_features(
     face_chars: Counter = Counter()
     total_chars = 0
     page_blocks: dict[int, list[int]] = defaultdict(list)
+    head_bottoms: dict[int, list[float]] = defaultdict(list)  # running heads, by page
     for i, b in enumerate(blocks):
+        if b.kind == HEADER:
+            head_bottoms[b.page].append(b.y1)
         if b.kind in (TEXT, TITLE):
             face_chars[font_family(b.font)] += len(b.text)
             total_chars += len(b.text)
@@ -369,8 +413,17 @@ def candidate_features(
     part_pages = {c.page for c in candidates if _PART.match(c.text.strip())}
     hanging = _hanging_labels(blocks)
     columns = ColumnFinder(blocks, body)
+    runs = short_runs(blocks)
 
     outline_prev = 0
+    # How much of the book's structure the outline gives: its located entries per page, and per
+    # style the share of the style's rows that are entries (a style the outline lists but for
+    # this row, or one it never lists, whose headings the model has to find on its own).
+    entry_rows = [o.reason == "outline entry" for o in outline] if outline is not None else []
+    outline_per_page = sum(entry_rows) / n_pages
+    style_entries: dict[tuple, list[bool]] = defaultdict(list)
+    for c, is_entry in zip(candidates, entry_rows, strict=False):
+        style_entries[c.style].append(is_entry)
     for pos, c in enumerate(candidates):
         b = blocks[c.index]
         row = x[pos]
@@ -426,8 +479,11 @@ def candidate_features(
         row[_COL["width_rel"]] = (b.x1 - b.x0) / width
         row[_COL["y0_rel"]] = b.y0 / max(b.page_height, 1.0)
         row[_COL["page_rel"]] = c.page / n_pages
-        row[_COL["first_on_page"]] = k == 0
-        row[_COL["order_on_page"]] = min(max(k, 0), 30)
+        # A page's first line under a running head continues the page before; a chapter
+        # opens on a page without one. Running heads above count as lines before it.
+        heads_above = sum(y1 <= b.y0 + 1.0 for y1 in head_bottoms.get(b.page, ()))
+        row[_COL["first_on_page"]] = k == 0 and heads_above == 0
+        row[_COL["order_on_page"]] = min(max(k, 0) + heads_above, 30)
         row[_COL["next_is_para"]] = nxt is not None and nxt.kind == TEXT and nxt.n_lines >= 3
         row[_COL["next_size_ratio"]] = nxt.font_size / body_size if nxt else 0.0
         row[_COL["prev_is_title"]] = prv is not None and prv.kind == TITLE
@@ -458,6 +514,7 @@ def candidate_features(
         row[_COL["lead_bold"]] = lead_bold
         row[_COL["lead_italic"]] = lead_italic
         row[_COL["label_beside"]] = label_beside(b, hanging.get(b.page, []))
+        row[_COL["short_run"]] = runs.get(c.index, 1)
         d = layout[pos]
         row[_COL["is_candidate"]] = b.kind == TITLE
         row[_COL["kind_list"]] = b.kind == LIST
@@ -472,6 +529,9 @@ def candidate_features(
             if o.reason in OUTLINE_REASONS:
                 row[_COL[f"outline_{o.reason}"]] = 1.0
             row[_COL["outline_prev_level"]] = outline_prev
+            row[_COL["outline_per_page"]] = min(outline_per_page, 5.0)
+            shares = style_entries[c.style]
+            row[_COL["style_entry_share"]] = sum(shares) / len(shares)
             if o.reason == "outline entry" and o.level:
                 outline_prev = o.level
     return CandidateFeatures(x, layout, outline)

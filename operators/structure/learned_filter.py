@@ -43,6 +43,7 @@ from operators.structure.heading_context import (
 )
 from operators.structure.heading_features import (
     FEATURE_NAMES,
+    SHORT_RUN_CAP,
     candidate_features,
     heading_pool,
     pool_decisions,
@@ -70,6 +71,7 @@ MODEL_FORMAT = "bookindex-section-model/3"
 ROOT_REASONS = ("document title", "title page")
 LEARNED = "learned"
 LEARNED_NOT_TITLE = "learned: not a title"
+LEARNED_SIBLING = "learned: continues a kept sibling"
 
 
 _ROWS_AT_ONCE = 2048  # rows a stacked tree walk takes at once (TreeEnsemble.raw)
@@ -301,6 +303,7 @@ _COLON = FEATURE_NAMES.index("ends_colon")
 _UPPER = FEATURE_NAMES.index("upper_share")
 _LOWER = FEATURE_NAMES.index("starts_lower")
 _RULE_LEVEL = FEATURE_NAMES.index("rule_level")
+_SHORT_RUN = FEATURE_NAMES.index("short_run")
 
 
 def not_sections(x: np.ndarray, texts: list[str]) -> np.ndarray:
@@ -311,13 +314,18 @@ def not_sections(x: np.ndarray, texts: list[str]) -> np.ndarray:
       training rows, neither a heading;
     * a line that starts in lower case and is not numbered ("a)", "bb)" are numbers): it
       carries on a sentence (a run-on paragraph cut into lines); 0.7 % of ~8,900 training rows
-      are headings, styled titles such as "a kind of mending"."""
+      are headings, styled titles such as "a kind of mending";
+    * a line in a full run of short lines set in one type (``short_run`` at its cap: ten or
+      more in a row, a list such as sample_03's "Same as a == b.", "Same as a >= b.", …): 7 of
+      the ~6,860 such training rows are headings (stop 10), and the model, which sees them
+      rarely in a book's own body face, kept sample_03's at p 0.25 against 0.225."""
     if not len(x):
         return np.zeros(0, dtype=bool)
     not_kept = x[:, _RULE_LEVEL] == 0
     run_in = (x[:, _COLON] > 0) & (x[:, _UPPER] > 0.9)
     lower = (x[:, _LOWER] > 0) & np.array([numbering_key(t) is None for t in texts], dtype=bool)
-    return not_kept & (run_in | lower)
+    listed = x[:, _SHORT_RUN] >= SHORT_RUN_CAP
+    return not_kept & (run_in | lower | listed)
 
 
 def first_stage(
@@ -412,6 +420,7 @@ def decide_with_scores(
     prominences: list[tuple] | None = None,
     parts: bool = True,
     numbering_levels: bool = True,
+    styles: list[tuple] | None = None,
 ) -> list[Decision]:
     """Decisions from the model's scores. Titles the rules split over two candidates stay
     merged; the document title is the root, not a section (``ROOT_REASONS``); outline entries
@@ -437,9 +446,17 @@ def decide_with_scores(
     one level under them (``part_levels.nest_in_parts``; off: the CV's "no parts" row), and
     ``numbering_levels`` then levels the numbered headings by the order in which the book's
     numbering styles nest ("A." > "I." > "1." > "a)"; ``numbering_levels.nest_by_numbering``;
-    off: the CV's "no num-levels" row)."""
+    off: the CV's "no num-levels" row).
+
+    With ``styles`` (one ``heading_context.row_style`` key per candidate), a heading numbered
+    at depth two or more that the model scores below the threshold is kept all the same where
+    it continues a kept sibling set in the same style ("1.2.1.3" after the kept "1.2.1.2":
+    ``_continues_sibling``), at that sibling's level; without (the CV's "no siblings" row) the
+    model's score alone decides."""
     decisions: list[Decision] = []
     numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
+    # (kind, numbers) of a kept heading → (its style, the level model's level for it)
+    numbered_style: dict[tuple, tuple[tuple, int]] = {}
     relative = (
         [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
     )
@@ -453,19 +470,28 @@ def decide_with_scores(
         if layout[pos].reason == CONTINUES:
             decisions.append(Decision(None, CONTINUES))
             continue
-        if p < threshold or layout[pos].reason in ROOT_REASONS:
+        if layout[pos].reason in ROOT_REASONS:
             decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
             continue
-        level = model_level = min(max(relative[pos], 1), MAX_LEVEL)
         key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
+        sibling = None
+        if p < threshold:
+            sibling = _continues_sibling(key, styles[pos] if styles else None, numbered_style)
+            if sibling is None:
+                decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
+                continue
+        level = model_level = min(max(relative[pos], 1), MAX_LEVEL)
         by_number = False
-        if key is not None:
+        if sibling is not None:
+            level, by_number = numbered[sibling], True
+            model_level = numbered_style[sibling][1]
+        elif key is not None:
             kind, parents, number = key
             if kind == "dotted" and parents and (kind, parents) in numbered:
                 level, by_number = min(numbered[(kind, parents)] + 1, MAX_LEVEL), True
             elif numbering_pass == "full" and (kind, (*parents, number - 1)) in numbered:
                 level, by_number = numbered[(kind, (*parents, number - 1))], True
-        reason = f"{LEARNED} (p={p:.2f})"
+        reason = f"{LEARNED} (p={p:.2f})" if sibling is None else f"{LEARNED_SIBLING} (p={p:.2f})"
         if outline is not None:
             o = outline[pos]
             if o.reason == "outline entry" and o.level:
@@ -480,7 +506,10 @@ def decide_with_scores(
             full = (*key[1], key[2])
             for stale in [k for k in numbered if k[0] == key[0] and len(k[1]) > len(full)]:
                 del numbered[stale]  # "2.1" below this "3" is no longer the current sibling
+                numbered_style.pop(stale, None)
             numbered[(key[0], full)] = level
+            if styles is not None:
+                numbered_style[(key[0], full)] = (styles[pos], model_level)
         decisions.append(Decision(level, reason))
     if outline is None and (parts or numbering_levels):
         texts = [c.text for c in candidates]
@@ -491,6 +520,26 @@ def decide_with_scores(
             levels = nest_by_numbering(texts, levels)
         decisions = [Decision(lv, d.reason) for lv, d in zip(levels, decisions, strict=True)]
     return decisions
+
+
+def _continues_sibling(
+    key: tuple[str, tuple[int, ...], int] | None,
+    style: tuple | None,
+    kept: dict[tuple, tuple[tuple, int]],
+) -> tuple | None:
+    """The kept heading a candidate's number continues, set in the candidate's style: for
+    "1.2.1.3" the kept "1.2.1.2" (``kept`` maps (kind, numbers) to (style, level model's
+    level)), None otherwise. Dotted numbers of depth two or more only: a bare "2." may as well
+    be a numbered paragraph after a heading "1.", and the first of a run ("1.2.2.1") has no
+    sibling to continue."""
+    if key is None or style is None:
+        return None
+    kind, parents, number = key
+    if kind != "dotted" or not parents or number < 2:
+        return None
+    previous = (kind, (*parents, number - 1))
+    found = kept.get(previous)
+    return previous if found is not None and found[0] == style else None
 
 
 _SIZE_DIFF = FEATURE_NAMES.index("size_diff")
@@ -589,6 +638,7 @@ class LearnedSectionFilter:
             mode.level.classes,
             mode.threshold2,
             prominences=row_prominences(feats.x),
+            styles=[row_style(r) for r in feats.x],
         )
         decisions = [Decision(None, "unset") for _ in candidates]
         probabilities = [0.0 for _ in candidates]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from operators.kinds import TEXT, TITLE
+from operators.kinds import LIST, TEXT, TITLE
 from operators.parsing.parse import Block
 from operators.structure.sections import (
     MAX_LEVEL,
@@ -53,7 +53,9 @@ class OutlineSectionFilter:
         used: set[int] = set()
         by_page: dict[int, list[int]] = defaultdict(list)
         for i, b in enumerate(context.blocks):
-            if b.kind in (TITLE, TEXT):
+            # a numbered entry's heading may have been read as a list item ("a) Key
+            # elements", its hanging label joined to it: blocks.join_hanging_labels)
+            if b.kind in (TITLE, TEXT, LIST):
                 by_page[b.page].append(i)
         for level, title, page in outline:
             index = self._locate(title, page, context.blocks, by_page, used)

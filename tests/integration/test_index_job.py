@@ -58,10 +58,9 @@ def test_every_sample_document_is_indexed(indexed, sample_corpus):
 
 # Known false headings of the committed section model, each to be gone with the next retrain
 # (strict: the test fails when one is no longer produced, so that it is removed from here).
-# Stop 9's model keeps sample_03's "Same as a /= b." (p. 6), the first line under the page's
-# running head, at p = 0.32 against its threshold of 0.225 (the same line mid-page: 0.13):
-# its row differs from its 42 siblings only in being first on its page.
-KNOWN_FALSE_HEADINGS = {"sample_03.pdf": [(3, "same as a b", 6)]}
+# Stop 10's model keeps none (stop 9's kept sample_03's "Same as a /= b.", the first line under
+# its page's running head).
+KNOWN_FALSE_HEADINGS: dict[str, list[tuple[int, str, int]]] = {}
 
 
 def test_sections_match_the_generated_headings(indexed, sample_corpus):

@@ -135,3 +135,30 @@ def test_each_column_of_a_two_column_page_is_its_own_margin(shared_data):
     assert abstract and title
     assert x[abstract[0], centre] < 0.01 and x[title[0], centre] < 0.01
     assert x[abstract[0], x0] > 0.1  # set in from the column's edge, not flush
+
+
+def test_a_run_of_short_lines_in_one_type_is_counted_a_heading_stands_alone(
+    shared_data, sample_corpus
+):
+    """``short_run``: sample_03's "Same as a == b." and its 20-odd siblings, one-line entries in
+    the body face in a row, count a full run (the cap) — stop 10's first model kept 43 of them
+    as headings; basic-income-tax's case heading, a bold case name before its roman citation,
+    stands alone in its type though the court's opening line under it is a short line too,
+    and so does "Notes and questions:" before its numbered paragraphs."""
+    from operators.structure.heading_features import SHORT_RUN_CAP, short_runs
+
+    with pymupdf.open(str(sample_corpus / "sample_03.pdf")) as doc:
+        blocks = parse_pages(doc, 4, 6).blocks
+    classify_blocks(blocks, 2)
+    runs = short_runs(blocks)
+    same = [i for i, b in enumerate(blocks) if b.text.startswith("Same as a ")]
+    assert len(same) > 20 and all(runs[i] >= SHORT_RUN_CAP - 2 for i in same)
+    assert sum(runs[i] == SHORT_RUN_CAP for i in same) > 20
+    assert all(runs[i] == 1 for i, b in enumerate(blocks) if b.text.startswith("1.3"))
+
+    members, x = _features(_book(shared_data, "basic-income-tax"), 52, 53)
+    run = FEATURE_NAMES.index("short_run")
+    case = [k for k, c in enumerate(members) if c.text.startswith("Eisner v. Macomber")]
+    justice = [k for k, c in enumerate(members) if c.text.startswith("MR. JUSTICE PITNEY")]
+    assert case and justice
+    assert x[case[0], run] == 1 and x[justice[0], run] > 1

@@ -9,8 +9,10 @@ import pymupdf
 import pytest
 
 from operators.eval.heading_gold import load_hips_gold, match_headings
-from operators.structure.assemble import extract_headings
+from operators.parsing.parse import document_metadata, parse_pages
+from operators.structure.assemble import extract_headings, structure_blocks
 from operators.structure.learned_filter import decide_with_scores
+from operators.structure.outline_filter import OutlineSectionFilter
 from operators.structure.sections import Candidate, Decision
 from tests.unit.structure.test_learned_filter import _hips_pdf
 
@@ -107,3 +109,21 @@ def test_an_entry_the_locator_missed_is_the_heading_that_carries_it_not_a_second
     assert len(key) == 1 and key[0][0] == 4
     titles = [h[1].strip().lower() for h in headings]
     assert len(titles) - len(set(titles)) < 20  # repeated names ("Interim conclusion") only
+
+
+def test_the_outline_locator_finds_an_entry_set_as_a_list_item(shared_data):
+    """The same bookmark, located by the outline filter itself: its block is the list item
+    "a) Key Elements …" (the number hung in the margin, joined to it), so the entry is that
+    block at the outline's level 4, not an outline-only heading placed without a block.
+    Before the locator searched list blocks it matched nothing on pp. 62-64."""
+    found = sorted((shared_data / "hips_extra" / "PDFs").glob("the-principle-of-purpose*.pdf"))
+    if not found:
+        pytest.skip("purpose-limitation missing from the shared data")
+    with pymupdf.open(str(found[0])) as doc:
+        meta = document_metadata(doc)
+        blocks = parse_pages(doc, 59, 66).blocks
+    _, headings = structure_blocks(blocks, 66, meta["outline"], True, OutlineSectionFilter())
+    key = [h for h in headings if "Key Elements for the entrepreneurial" in h.title]
+    assert len(key) == 1
+    assert key[0].block_index is not None and key[0].level == 4 and key[0].page == 63
+    assert blocks[key[0].block_index].text.startswith("a)")
