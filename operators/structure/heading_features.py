@@ -263,8 +263,9 @@ def short_runs(blocks: list[Block]) -> dict[int, int]:
     """Block index → how many short blocks (at most ``SHORT_RUN_LINES`` lines) set in its type
     (size to half a point, weight, italics, typeface, a bold or italic lead-in) stand in a row
     with it, in reading order over the text, title and list blocks, furniture skipped (capped
-    at ``SHORT_RUN_CAP``). A heading stands alone in its type, or beside a byline or a second title line; twenty
-    one-line entries in the body face in a row are a list, whatever each line looks like."""
+    at ``SHORT_RUN_CAP``). A heading stands alone in its type, or beside a byline or a second
+    title line; twenty one-line entries in the body face in a row are a list, whatever each
+    line looks like."""
 
     def key(b: Block) -> tuple | None:
         if b.kind not in (TEXT, TITLE, LIST) or b.n_lines > SHORT_RUN_LINES:
@@ -280,12 +281,12 @@ def short_runs(blocks: list[Block]) -> dict[int, int]:
         )
 
     content = [i for i, b in enumerate(blocks) if b.kind in (TEXT, TITLE, LIST)]
+    keys = [key(blocks[i]) for i in content]
     runs: dict[int, int] = {}
     start = 0
     while start < len(content):
-        k = key(blocks[content[start]])
         end = start + 1
-        while k is not None and end < len(content) and key(blocks[content[end]]) == k:
+        while keys[start] is not None and end < len(content) and keys[end] == keys[start]:
             end += 1
         for i in content[start:end]:
             runs[i] = min(end - start, SHORT_RUN_CAP)

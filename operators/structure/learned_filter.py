@@ -454,9 +454,8 @@ def decide_with_scores(
     ``_continues_sibling``), at that sibling's level; without (the CV's "no siblings" row) the
     model's score alone decides."""
     decisions: list[Decision] = []
-    numbered: dict[tuple, int] = {}  # (kind, numbers) of a kept heading → its level
-    # (kind, numbers) of a kept heading → (its style, the level model's level for it)
-    numbered_style: dict[tuple, tuple[tuple, int]] = {}
+    # (kind, numbers) of a kept heading → (its level, its style or None, the level model's level)
+    numbered: dict[tuple, tuple[int, tuple | None, int]] = {}
     relative = (
         [level_classes[int(k)] for k in np.argmax(level_probs, axis=1)] if len(level_probs) else []
     )
@@ -476,21 +475,21 @@ def decide_with_scores(
         key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
         sibling = None
         if p < threshold:
-            sibling = _continues_sibling(key, styles[pos] if styles else None, numbered_style)
+            sibling = _continues_sibling(key, styles[pos] if styles else None, numbered)
             if sibling is None:
                 decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
                 continue
         level = model_level = min(max(relative[pos], 1), MAX_LEVEL)
         by_number = False
         if sibling is not None:
-            level, by_number = numbered[sibling], True
-            model_level = numbered_style[sibling][1]
+            level, _, model_level = numbered[sibling]
+            by_number = True
         elif key is not None:
             kind, parents, number = key
             if kind == "dotted" and parents and (kind, parents) in numbered:
-                level, by_number = min(numbered[(kind, parents)] + 1, MAX_LEVEL), True
+                level, by_number = min(numbered[(kind, parents)][0] + 1, MAX_LEVEL), True
             elif numbering_pass == "full" and (kind, (*parents, number - 1)) in numbered:
-                level, by_number = numbered[(kind, (*parents, number - 1))], True
+                level, by_number = numbered[(kind, (*parents, number - 1))][0], True
         reason = f"{LEARNED} (p={p:.2f})" if sibling is None else f"{LEARNED_SIBLING} (p={p:.2f})"
         if outline is not None:
             o = outline[pos]
@@ -506,10 +505,7 @@ def decide_with_scores(
             full = (*key[1], key[2])
             for stale in [k for k in numbered if k[0] == key[0] and len(k[1]) > len(full)]:
                 del numbered[stale]  # "2.1" below this "3" is no longer the current sibling
-                numbered_style.pop(stale, None)
-            numbered[(key[0], full)] = level
-            if styles is not None:
-                numbered_style[(key[0], full)] = (styles[pos], model_level)
+            numbered[(key[0], full)] = (level, styles[pos] if styles else None, model_level)
         decisions.append(Decision(level, reason))
     if outline is None and (parts or numbering_levels):
         texts = [c.text for c in candidates]
@@ -525,11 +521,11 @@ def decide_with_scores(
 def _continues_sibling(
     key: tuple[str, tuple[int, ...], int] | None,
     style: tuple | None,
-    kept: dict[tuple, tuple[tuple, int]],
+    kept: dict[tuple, tuple[int, tuple | None, int]],
 ) -> tuple | None:
     """The kept heading a candidate's number continues, set in the candidate's style: for
-    "1.2.1.3" the kept "1.2.1.2" (``kept`` maps (kind, numbers) to (style, level model's
-    level)), None otherwise. Dotted numbers of depth two or more only: a bare "2." may as well
+    "1.2.1.3" the kept "1.2.1.2" (``kept`` maps (kind, numbers) to (level, style, level
+    model's level)), None otherwise. Dotted numbers of depth two or more only: a bare "2." may as well
     be a numbered paragraph after a heading "1.", and the first of a run ("1.2.2.1") has no
     sibling to continue."""
     if key is None or style is None:
@@ -539,7 +535,7 @@ def _continues_sibling(
         return None
     previous = (kind, (*parents, number - 1))
     found = kept.get(previous)
-    return previous if found is not None and found[0] == style else None
+    return previous if found is not None and found[1] == style else None
 
 
 _SIZE_DIFF = FEATURE_NAMES.index("size_diff")
