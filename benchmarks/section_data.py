@@ -37,6 +37,7 @@ from operators.structure.sections import (
     SectionContext,
     candidates_of,
     carried_entries,
+    entry_title,
 )
 
 LABELLED_CORPORA = ("hips", "hips_extra")
@@ -88,6 +89,9 @@ class Book:
     layout_reason: list[str]
     outline_level: list[int]
     outline_reason: list[str]
+    # the title a row takes as a located outline entry where it differs from its own text
+    # (``sections.entry_title``), else ""
+    outline_title: list[str]
     promoted: list[Heading]  # outline entries found in non-candidate blocks
     outline_only: list[Heading]  # outline entries no block carries
     label: np.ndarray  # 1: matches a gold heading
@@ -174,6 +178,7 @@ def extract_book(
     x_off = heading_features.candidate_features(members, ctx_off, pool_layout).x
     promoted: list[Heading] = []
     outline_only: list[Heading] = []
+    outline_title = [""] * len(members)
     if has_outline:
         ctx_on = SectionContext(body=body, n_pages=meta["n_pages"], outline=outline, blocks=blocks)
         on = OutlineSectionFilter().decide(cands, ctx_on)
@@ -181,10 +186,13 @@ def extract_book(
         x_on = heading_features.candidate_features(members, ctx_on, pool_layout, o_dec).x
         in_pool = {c.index for c in members}
         promoted = [
-            (d.level, blocks[i].text, blocks[i].page)
+            (d.level, entry_title(blocks[i].text, on.titles.get(i)), blocks[i].page)
             for i, d in on.promoted.items()
             if i not in in_pool
         ]
+        for pos, c in enumerate(members):
+            title = entry_title(c.text, on.titles.get(c.index))
+            outline_title[pos] = title if title != c.text else ""
         outline_only = [(e.level, e.title, e.page) for e in on.outline_only]
     else:
         x_on = x_off
@@ -192,7 +200,9 @@ def extract_book(
     reasons = [d.reason for d in pool_layout]
     texts = _joined_texts(members, reasons)
     leaders = [pos for pos, r in enumerate(reasons) if r != CONTINUES]
-    pred = [(1, texts[pos], members[pos].page) for pos in leaders]
+    # a located entry's row is labelled by the title it takes (a subtitle the rules join to it
+    # does not make it less of a heading)
+    pred = [(1, outline_title[pos] or texts[pos], members[pos].page) for pos in leaders]
     label = np.zeros(len(members), dtype=np.int64)
     gold_level = np.zeros(len(members), dtype=np.int64)
     top = min((lv for lv, _, _ in gold), default=1)
@@ -217,6 +227,7 @@ def extract_book(
         layout_reason=reasons,
         outline_level=[d.level or 0 for d in o_dec],
         outline_reason=[d.reason for d in o_dec],
+        outline_title=outline_title,
         promoted=promoted,
         outline_only=outline_only,
         label=label,
@@ -265,7 +276,8 @@ def headings_of(book: Book, decisions: list[tuple[int, str]], with_outline: bool
         if reason == CONTINUES and last == pos - 1:
             last = pos  # the leader's text already holds the follower's
         elif level and not book.never[pos]:
-            out.append((book.pages[pos], pos, (level, book.texts[pos], book.pages[pos])))
+            text = (with_outline and book.outline_title[pos]) or book.texts[pos]
+            out.append((book.pages[pos], pos, (level, text, book.pages[pos])))
             last = pos
     headings = [h for _, _, h in out]
     if with_outline and book.has_outline:

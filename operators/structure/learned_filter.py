@@ -451,7 +451,9 @@ def decide_with_scores(
     With ``styles`` (one ``heading_context.row_style`` key per candidate), a heading numbered
     at depth two or more that the model scores below the threshold is kept all the same where
     it continues a kept sibling set in the same style ("1.2.1.3" after the kept "1.2.1.2":
-    ``_continues_sibling``), at that sibling's level; without (the CV's "no siblings" row) the
+    ``_continues_sibling``), at that sibling's level, or where it opens a run of siblings in
+    its style that the model keeps further on ("3.5.1.1" before the kept "3.5.1.2":
+    ``_opens_sibling_run``, ``_kept_numbers``); without (the CV's "no siblings" row) the
     model's score alone decides."""
     decisions: list[Decision] = []
     # (kind, numbers) of a kept heading → (its level, its style or None, the level model's level)
@@ -461,6 +463,7 @@ def decide_with_scores(
     )
     if outline is not None and outline_levels == "style" and prominences is not None:
         relative = _style_ranks(relative, layout, outline, p_heading, threshold, prominences)
+    kept_ahead = _kept_numbers(candidates, layout, p_heading, threshold, styles, numbering_pass)
     outline_level = 0  # level of the latest outline entry kept
     # the headings kept since that entry: (the level model's level, the level given), deepest last
     below: list[tuple[int, int]] = []
@@ -475,8 +478,9 @@ def decide_with_scores(
         key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
         sibling = None
         if p < threshold:
-            sibling = _continues_sibling(key, styles[pos] if styles else None, numbered)
-            if sibling is None:
+            style = styles[pos] if styles else None
+            sibling = _continues_sibling(key, style, numbered)
+            if sibling is None and not _opens_sibling_run(key, style, pos, kept_ahead):
                 decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
                 continue
         level = model_level = min(max(relative[pos], 1), MAX_LEVEL)
@@ -490,7 +494,7 @@ def decide_with_scores(
                 level, by_number = min(numbered[(kind, parents)][0] + 1, MAX_LEVEL), True
             elif numbering_pass == "full" and (kind, (*parents, number - 1)) in numbered:
                 level, by_number = numbered[(kind, (*parents, number - 1))][0], True
-        reason = f"{LEARNED} (p={p:.2f})" if sibling is None else f"{LEARNED_SIBLING} (p={p:.2f})"
+        reason = f"{LEARNED} (p={p:.2f})" if p >= threshold else f"{LEARNED_SIBLING} (p={p:.2f})"
         if outline is not None:
             o = outline[pos]
             if o.reason == "outline entry" and o.level:
@@ -536,6 +540,53 @@ def _continues_sibling(
     previous = (kind, (*parents, number - 1))
     found = kept.get(previous)
     return previous if found is not None and found[1] == style else None
+
+
+def _kept_numbers(
+    candidates: list[Candidate],
+    layout: list[Decision],
+    p_heading: np.ndarray,
+    threshold: float,
+    styles: list[tuple] | None,
+    numbering_pass: str,
+) -> dict[tuple, list[tuple[int, tuple]]]:
+    """The dotted numbers of depth two or more kept ahead of each candidate: (kind, numbers) →
+    [(candidate position, style)]. A number is kept where the model's score keeps it or where
+    it opens a run whose next sibling is kept (``_opens_sibling_run``), so one backward pass
+    carries a run back to its first member ("3.5.1.1", "3.5.1.2" under the threshold before
+    the kept "3.5.1.3"). Empty without ``styles`` or with the numbering pass off."""
+    ahead: dict[tuple, list[tuple[int, tuple]]] = {}
+    if styles is None or numbering_pass == "off":
+        return ahead
+    for pos in range(len(candidates) - 1, -1, -1):
+        if layout[pos].reason == CONTINUES or layout[pos].reason in ROOT_REASONS:
+            continue
+        key = numbering_key(candidates[pos].text)
+        if key is None or key[0] != "dotted" or not key[1]:
+            continue
+        if p_heading[pos] >= threshold or _opens_sibling_run(key, styles[pos], pos, ahead):
+            ahead.setdefault((key[0], (*key[1], key[2])), []).append((pos, styles[pos]))
+    return ahead
+
+
+def _opens_sibling_run(
+    key: tuple[str, tuple[int, ...], int] | None,
+    style: tuple | None,
+    pos: int,
+    kept_ahead: dict[tuple, list[tuple[int, tuple]]],
+) -> bool:
+    """Whether a candidate's number is followed by its next sibling among the headings the
+    model keeps, set in the candidate's style ("3.5.1.1" before the kept "3.5.1.2":
+    ``kept_ahead`` from ``_kept_numbers``): the first of a run, which ``_continues_sibling``
+    cannot reach, and a heading the model missed between two it kept. Dotted numbers of depth
+    two or more only, as there."""
+    if key is None or style is None:
+        return False
+    kind, parents, number = key
+    if kind != "dotted" or not parents:
+        return False
+    after = kept_ahead.get((kind, (*parents, number + 1)), [])
+    return any(later > pos and later_style == style for later, later_style in after)
 
 
 _SIZE_DIFF = FEATURE_NAMES.index("size_diff")
@@ -655,6 +706,7 @@ class LearnedSectionFilter:
             outline_only=outline.outline_only if outline else [],
             promoted=promoted,
             probabilities=probabilities,
+            titles=outline.titles if outline else {},
         )
 
 

@@ -150,6 +150,7 @@ class LLMSectionFilter:
             outline_only=result.outline_only,
             promoted=result.promoted,
             probabilities=probs,
+            titles=result.titles,
         )
 
     def _ask_all(self, candidates: list[Candidate]) -> dict[int, int]:

@@ -51,6 +51,7 @@ class OutlineSectionFilter:
         outline_only: list[OutlineHeading] = []
         style_votes: dict[tuple, Counter] = defaultdict(Counter)
         used: set[int] = set()
+        titles: dict[int, str] = {}  # block index → the entry located on it
         by_page: dict[int, list[int]] = defaultdict(list)
         for i, b in enumerate(context.blocks):
             # a numbered entry's heading may have been read as a list item ("a) Key
@@ -64,6 +65,7 @@ class OutlineSectionFilter:
                     outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
                 continue
             used.add(index)
+            titles[index] = title
             decision = Decision(min(level, MAX_LEVEL), "outline entry")
             if index in by_block:
                 pos = by_block[index]
@@ -72,7 +74,9 @@ class OutlineSectionFilter:
             else:
                 promoted[index] = decision
         self._deeper_levels(candidates, context, decisions, style_votes, outline)
-        return SectionDecisions(decisions=decisions, outline_only=outline_only, promoted=promoted)
+        return SectionDecisions(
+            decisions=decisions, outline_only=outline_only, promoted=promoted, titles=titles
+        )
 
     def _locate(
         self,

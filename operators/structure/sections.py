@@ -105,6 +105,8 @@ class SectionDecisions:
     # P(heading) per candidate, from a learned decider (None from the rules): what the LLM
     # refiner reviews first (the least certain) and sees.
     probabilities: list[float] | None = None
+    # block index → the title of the outline entry located on that block (``entry_title``)
+    titles: dict[int, str] = field(default_factory=dict)
 
 
 class SectionFilter(Protocol):
@@ -151,6 +153,29 @@ def title_similarity(a: str, b: str, above: float = 0.0) -> float:
     if bound < 0.6 or bound <= above:
         return 0.0  # an upper bound already too low to match: skip the full comparison
     return matcher.ratio()
+
+
+ENTRY_TITLE_SLACK = 1.25  # a block this much longer than its entry's title carries more
+
+
+def entry_title(block_text: str, outline_title: str | None) -> str:
+    """The title of a heading whose block was located as an outline entry: the entry's own
+    title, as the author named it, where the block carries no more than a title (a chapter
+    read as "Historic Exclusion and Persisting Inequalities" with its number "2" set apart,
+    bookmarked "2 Historic Exclusion and Persisting Inequalities"); the block's text where it
+    carries more (a run-in heading and its paragraph: nothing is lost), or without an entry."""
+    if not outline_title or not outline_title.strip():
+        return block_text
+    title = " ".join(outline_title.split())
+    limit = ENTRY_TITLE_SLACK * len(normalise_title(title)) + 2
+    return title if len(normalise_title(block_text)) <= limit else block_text
+
+
+def part_of_title(text: str, title: str) -> bool:
+    """Whether a line the rules join to a heading is part of its title (a title wrapped over
+    two lines), not a subtitle under it."""
+    line = normalise_title(text)
+    return bool(line) and line in normalise_title(title)
 
 
 def prominence(style: tuple) -> tuple:
@@ -419,20 +444,28 @@ def resolve_headings(
     result = section_filter.decide(candidates, context)
     headings: list[Heading] = []
     last = -2  # candidate position of the latest heading or its continuation
+    named = False  # the latest heading took its outline entry's title (``entry_title``)
     for pos, (cand, decision) in enumerate(zip(candidates, result.decisions, strict=True)):
         block = blocks[cand.index]
         if decision.reason == CONTINUES and last == pos - 1:
-            headings[-1].title = f"{headings[-1].title} {block.text}"
-            block.kind = TITLE  # part of the heading: not a paragraph of its own
+            if not named:
+                headings[-1].title = f"{headings[-1].title} {block.text}"
+            # part of the heading, not a paragraph of its own; a subtitle under a title the
+            # outline names stays text
+            named_subtitle = named and not part_of_title(block.text, headings[-1].title)
+            block.kind = TEXT if named_subtitle else TITLE
             last = pos
         elif decision.level is None or block.extra.get(NEVER_HEADING):
             block.kind = TEXT
         else:
-            headings.append(Heading(decision.level, block.text, block.page, cand.index))
+            title = entry_title(block.text, result.titles.get(cand.index))
+            named = title != block.text
+            headings.append(Heading(decision.level, title, block.page, cand.index))
             last = pos
     for index, decision in result.promoted.items():
         blocks[index].kind = TITLE
-        headings.append(Heading(decision.level, blocks[index].text, blocks[index].page, index))
+        title = entry_title(blocks[index].text, result.titles.get(index))
+        headings.append(Heading(decision.level, title, blocks[index].page, index))
     headings.sort(key=lambda h: h.block_index)
     return _place_outline_only(headings, result.outline_only, blocks)
 

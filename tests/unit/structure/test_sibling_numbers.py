@@ -57,3 +57,17 @@ def test_outline_on_the_kept_sibling_level_holds_below_the_entry():
     outline = [Decision(1, "outline entry")] + [Decision(None, "unset")] * 3
     got = _decide(texts, [1.0, 0.9, 0.9, 0.3], [BOLD] + [BODY] * 3, outline=outline)
     assert [d.level for d in got] == [1, 2, 2, 2]
+
+
+def test_the_first_of_a_run_is_kept_where_its_next_sibling_is_kept_further_on():
+    texts = ["3.5.1.1 Credit", "3.5.1.2 Savers", "3.5.1.3 Payments", "3.5.1.4 Deposits"]
+    got = _decide(texts, [0.2, 0.1, 0.9, 0.9], [BODY] * 4)
+    assert [d.level for d in got] == [4, 4, 4, 4]  # the run carried back to its first member
+    assert got[0].reason.startswith(LEARNED_SIBLING) and got[1].reason.startswith(LEARNED_SIBLING)
+    # the next sibling set in another style, or kept before it rather than after: not kept
+    got = _decide(texts[:2], [0.2, 0.9], [BOLD, BODY])
+    assert got[0].level is None
+    got = _decide(["3.5.1.2 Savers", "3.5.1.1 Credit"], [0.9, 0.2], [BODY] * 2)
+    assert got[1].level is None
+    # without styles (the CV's "no siblings" row) the scores alone decide
+    assert [d.level for d in _decide(texts, [0.2, 0.1, 0.9, 0.9], None)] == [None, None, 4, 4]
