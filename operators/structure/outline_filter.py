@@ -32,6 +32,12 @@ _FURNITURE = re.compile(
     re.I,
 )
 _FILE_NAME = re.compile(r"^(?=\S*(_|\d{5}))[\w.-]{8,}$")
+# A bookmark's label before its title, which the page may set apart or not print at all
+# ("Chapter 1. Context" over the page's "Context", "Chapter 1: From women's rights …").
+_ENTRY_LABEL = re.compile(
+    r"^\s*(chapter|part|section|appendix|annex)\s+([\divxlc]+|§\s*\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s*[.:\-–—]?\s+(?=\w)",
+    re.I,
+)
 
 
 class OutlineSectionFilter:
@@ -60,12 +66,19 @@ class OutlineSectionFilter:
                 by_page[b.page].append(i)
         for level, title, page in outline:
             index = self._locate(title, page, context.blocks, by_page, used)
+            named = index is not None
+            if index is None and _ENTRY_LABEL.match(title):
+                # the page's heading without the bookmark's label: that heading is the entry,
+                # under the title the page gives it
+                bare = _ENTRY_LABEL.sub("", title, count=1)
+                index = self._locate(bare, page, context.blocks, by_page, used)
             if index is None:
                 if not _is_furniture(title):
                     outline_only.append(OutlineHeading(level, title.strip(), max(page, 1)))
                 continue
             used.add(index)
-            titles[index] = title
+            if named:
+                titles[index] = title
             decision = Decision(min(level, MAX_LEVEL), "outline entry")
             if index in by_block:
                 pos = by_block[index]

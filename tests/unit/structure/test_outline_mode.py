@@ -149,3 +149,20 @@ def test_a_located_entry_takes_the_outline_title_and_its_subtitle_stays_text(sha
     assert [h.title for h in chapter] == ["2 Historic Exclusion and Persisting Inequalities"]
     subtitle = [b for b in blocks if b.text.startswith("Advancing Equal Rights on the Basis")]
     assert len(subtitle) == 1 and subtitle[0].kind == TEXT
+
+
+def test_an_entry_whose_label_the_page_sets_apart_is_located_on_its_title(shared_data):
+    """al-haq bookmarks "Chapter 1. Context" (p. 30), and its page prints "Context" under a
+    chapter label of its own: the locator, finding no block like the whole bookmark, looks for
+    the title without its label, so the entry is that block, named as the page names it, and
+    no outline-only "Chapter 1. Context" stands beside it (5 such pairs in the book in stop 11's
+    CV run G, 2 in megabanks, 6 in women-and-the-un)."""
+    found = sorted((shared_data / "hips_extra" / "PDFs").glob("al-haq*.pdf"))
+    if not found:
+        pytest.skip("al-haq missing from the shared data")
+    with pymupdf.open(str(found[0])) as doc:
+        meta = document_metadata(doc)
+        blocks = parse_pages(doc, 28, 32).blocks
+    _, headings = structure_blocks(blocks, 32, meta["outline"], True, OutlineSectionFilter())
+    chapter = [h for h in headings if h.page == 30 and h.level == 1]
+    assert [(h.title, h.block_index is not None) for h in chapter] == [("Context", True)]
