@@ -92,11 +92,12 @@ def test_nested_outline_gives_levels(real_index):
     _, _, docs, nodes = real_index
     _, mine = _doc(docs, nodes, "outlines.pdf")
     sections = mine.filter(pl.col("kind") == "section")
-    # Outline entry "One-B-I" (level 3) is found in the text, printed as "One B I.".
-    assert ("One B I.", 3) in list(zip(sections["title"], sections["level"], strict=True))
+    # Outline entry "One-B-I" (level 3) is found in the text, printed as "One B I.": the
+    # heading is that block, named by its entry (sections.entry_title), under "One-B"
+    assert ("One-B-I", 3) in list(zip(sections["title"], sections["level"], strict=True))
     by_id = {r["node_id"]: r for r in mine.iter_rows(named=True)}
-    deep = sections.filter(pl.col("title") == "One B I.").row(0, named=True)
-    assert by_id[deep["parent_id"]]["title"] == "One B."
+    deep = sections.filter(pl.col("title") == "One-B-I").row(0, named=True)
+    assert by_id[deep["parent_id"]]["title"] == "One-B"
 
 
 def test_scanned_document_with_ocr_layer_has_text(real_index):
