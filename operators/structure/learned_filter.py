@@ -463,7 +463,8 @@ def decide_with_scores(
     )
     if outline is not None and outline_levels == "style" and prominences is not None:
         relative = _style_ranks(relative, layout, outline, p_heading, threshold, prominences)
-    kept_ahead = _kept_numbers(candidates, layout, p_heading, threshold, styles, numbering_pass)
+    keys = [numbering_key(c.text) if numbering_pass != "off" else None for c in candidates]
+    kept_ahead = _kept_numbers(keys, layout, p_heading, threshold, styles)
     outline_level = 0  # level of the latest outline entry kept
     # the headings kept since that entry: (the level model's level, the level given), deepest last
     below: list[tuple[int, int]] = []
@@ -475,7 +476,7 @@ def decide_with_scores(
         if layout[pos].reason in ROOT_REASONS:
             decisions.append(Decision(None, f"{LEARNED_NOT_TITLE} (p={p:.2f})"))
             continue
-        key = numbering_key(candidates[pos].text) if numbering_pass != "off" else None
+        key = keys[pos]
         sibling = None
         if p < threshold:
             style = styles[pos] if styles else None
@@ -543,25 +544,25 @@ def _continues_sibling(
 
 
 def _kept_numbers(
-    candidates: list[Candidate],
+    keys: list[tuple[str, tuple[int, ...], int] | None],
     layout: list[Decision],
     p_heading: np.ndarray,
     threshold: float,
     styles: list[tuple] | None,
-    numbering_pass: str,
 ) -> dict[tuple, list[tuple[int, tuple]]]:
     """The dotted numbers of depth two or more kept ahead of each candidate: (kind, numbers) →
     [(candidate position, style)]. A number is kept where the model's score keeps it or where
     it opens a run whose next sibling is kept (``_opens_sibling_run``), so one backward pass
     carries a run back to its first member ("3.5.1.1", "3.5.1.2" under the threshold before
-    the kept "3.5.1.3"). Empty without ``styles`` or with the numbering pass off."""
+    the kept "3.5.1.3"), given each candidate's ``numbering_key`` (None throughout with the
+    numbering pass off). Empty without ``styles``."""
     ahead: dict[tuple, list[tuple[int, tuple]]] = {}
-    if styles is None or numbering_pass == "off":
+    if styles is None:
         return ahead
-    for pos in range(len(candidates) - 1, -1, -1):
+    for pos in range(len(keys) - 1, -1, -1):
         if layout[pos].reason == CONTINUES or layout[pos].reason in ROOT_REASONS:
             continue
-        key = numbering_key(candidates[pos].text)
+        key = keys[pos]
         if key is None or key[0] != "dotted" or not key[1]:
             continue
         if p_heading[pos] >= threshold or _opens_sibling_run(key, styles[pos], pos, ahead):

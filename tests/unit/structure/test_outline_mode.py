@@ -112,18 +112,28 @@ def test_an_entry_the_locator_missed_is_the_heading_that_carries_it_not_a_second
     assert len(titles) - len(set(titles)) < 20  # repeated names ("Interim conclusion") only
 
 
+def _structured(shared_data, corpus: str, prefix: str, first: int, last: int, section_filter=None):
+    """The blocks of one shared book's pages ``first``..``last`` (0-based, end excluded) and the
+    headings ``structure_blocks`` decides on them with the book's outline (the learned filter
+    unless ``section_filter``); skips when the book is missing."""
+    found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
+    if not found:
+        pytest.skip(f"{prefix} missing from the shared data")
+    with pymupdf.open(str(found[0])) as doc:
+        meta = document_metadata(doc)
+        blocks = parse_pages(doc, first, last).blocks
+    _, headings = structure_blocks(blocks, last, meta["outline"], True, section_filter)
+    return blocks, headings
+
+
 def test_the_outline_locator_finds_an_entry_set_as_a_list_item(shared_data):
     """The same bookmark, located by the outline filter itself: its block is the list item
     "a) Key Elements …" (the number hung in the margin, joined to it), so the entry is that
     block at the outline's level 4, not an outline-only heading placed without a block.
     Before the locator searched list blocks it matched nothing on pp. 62-64."""
-    found = sorted((shared_data / "hips_extra" / "PDFs").glob("the-principle-of-purpose*.pdf"))
-    if not found:
-        pytest.skip("purpose-limitation missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        meta = document_metadata(doc)
-        blocks = parse_pages(doc, 59, 66).blocks
-    _, headings = structure_blocks(blocks, 66, meta["outline"], True, OutlineSectionFilter())
+    blocks, headings = _structured(
+        shared_data, "hips_extra", "the-principle-of-purpose", 59, 66, OutlineSectionFilter()
+    )
     key = [h for h in headings if "Key Elements for the entrepreneurial" in h.title]
     assert len(key) == 1
     assert key[0].block_index is not None and key[0].level == 4 and key[0].page == 63
@@ -137,14 +147,7 @@ def test_a_located_entry_takes_the_outline_title_and_its_subtitle_stays_text(sha
     Exclusion … Advancing Equal Rights on the Basis of Race and Ethnicity" (9 chapters of the
     book missed their gold title so in stop 10's CV); the subtitle the rules joined to it is
     kept as the chapter's first text, not lost."""
-    found = sorted((shared_data / "hips" / "PDFs").glob("advancing-equality*.pdf"))
-    if not found:
-        pytest.skip("advancing-equality missing from the shared data")
-    pdf = found[0]
-    with pymupdf.open(str(pdf)) as doc:
-        meta = document_metadata(doc)
-        blocks = parse_pages(doc, 40, 44).blocks
-    _, headings = structure_blocks(blocks, 44, meta["outline"], True)  # the learned filter
+    blocks, headings = _structured(shared_data, "hips", "advancing-equality", 40, 44)
     chapter = [h for h in headings if h.page == 42 and h.level == 2]
     assert [h.title for h in chapter] == ["2 Historic Exclusion and Persisting Inequalities"]
     subtitle = [b for b in blocks if b.text.startswith("Advancing Equal Rights on the Basis")]
@@ -157,12 +160,6 @@ def test_an_entry_whose_label_the_page_sets_apart_is_located_on_its_title(shared
     the title without its label, so the entry is that block, named as the page names it, and
     no outline-only "Chapter 1. Context" stands beside it (5 such pairs in the book in stop 11's
     CV run G, 2 in megabanks, 6 in women-and-the-un)."""
-    found = sorted((shared_data / "hips_extra" / "PDFs").glob("al-haq*.pdf"))
-    if not found:
-        pytest.skip("al-haq missing from the shared data")
-    with pymupdf.open(str(found[0])) as doc:
-        meta = document_metadata(doc)
-        blocks = parse_pages(doc, 28, 32).blocks
-    _, headings = structure_blocks(blocks, 32, meta["outline"], True, OutlineSectionFilter())
+    _, headings = _structured(shared_data, "hips_extra", "al-haq", 28, 32, OutlineSectionFilter())
     chapter = [h for h in headings if h.page == 30 and h.level == 1]
     assert [(h.title, h.block_index is not None) for h in chapter] == [("Context", True)]
