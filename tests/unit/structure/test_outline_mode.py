@@ -163,3 +163,13 @@ def test_an_entry_whose_label_the_page_sets_apart_is_located_on_its_title(shared
     _, headings = _structured(shared_data, "hips_extra", "al-haq", 28, 32, OutlineSectionFilter())
     chapter = [h for h in headings if h.page == 30 and h.level == 1]
     assert [(h.title, h.block_index is not None) for h in chapter] == [("Context", True)]
+
+
+def test_entry_title_keeps_the_block_text_without_an_entry_or_where_the_block_says_more():
+    from operators.structure.sections import entry_title
+
+    assert entry_title("Historic Exclusion", None) == "Historic Exclusion"
+    assert entry_title("Historic Exclusion", "  \n ") == "Historic Exclusion"  # a blank bookmark
+    assert entry_title("Historic  Exclusion", "2  Historic\nExclusion") == "2 Historic Exclusion"
+    run_in = "1.2 Scope. This regulation applies to every bank that holds deposits."
+    assert entry_title(run_in, "1.2 Scope") == run_in  # the paragraph is not lost
