@@ -34,10 +34,13 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
 * ``(b) pymupdf4llm``: ``pymupdf4llm.to_markdown(pdf)`` in a spawn ``multiprocessing.Pool(2)``,
   one PDF per task, in the mode a user gets by default (2.x: ``layout``, the ONNX layout model,
-  when pymupdf-layout is installed), OCR off (``use_ocr=False``: bookindex here runs no OCR
-  either; with an OCR engine installed pymupdf4llm would OCR image regions, and its RapidOCR
-  path raised a TypeError on one of these PDFs). Each worker converts the warm-up PDF before timing starts
-  (model loading excluded). Because it is slow, it runs on a deterministic sample: the first
+  when pymupdf-layout is installed), OCR off (``use_ocr=False``: with an OCR engine installed
+  pymupdf4llm would OCR image regions on every page, and its RapidOCR path raised a TypeError on
+  one of these PDFs). bookindex keeps its default, OCR on, which reads only pages without a text
+  layer: in the default corpus four image-only pages (three books' covers and one page of a
+  report), about 2 s each on one thread, in (a) and in (a_s) where the sample holds them; (a')
+  runs no OCR. Each worker converts the warm-up PDF before timing starts (model loading
+  excluded). Because it is slow, it runs on a deterministic sample: the first
   pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
   PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
   while they fit the budget. A document's first pages cost bookindex more per page than its
