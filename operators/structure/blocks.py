@@ -244,7 +244,7 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     columns = _text_columns(blocks, body)
     toc_pages = contents_pages(blocks)
     labels = recurring_labels(blocks)
-    cells = _table_cells(blocks)
+    cells = _table_cells(blocks, body)
     front = front_matter_pages(blocks, body, toc_pages)
     small_print = _small_print_pages(blocks, body)
     small_columns = _small_print_columns(blocks, small_print)
@@ -382,12 +382,15 @@ def _labelled_heading(
     )
 
 
-def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
+def _table_cells(blocks: list[Block], body: BodyStyle | None = None, min_rows: int = 2) -> set[int]:
     """Ids of the one-line text blocks that sit side by side with another one-line block on
     the same line, on pages with at least ``min_rows`` such lines: the cells of a table
     drawn without vertical rules ("Berlin Mandate | 28 Mar–7 Apr 1995"), which the ruled-table
-    step does not see. A heading has no text beside it; two-column prose pairs multi-line
-    paragraphs, not single lines."""
+    step does not see. A heading has no text beside it. On a page of two or more body columns
+    (``body_columns``, given ``body``), a line that fills its column is prose, not a cell: a
+    parser that keeps each line of two-column prose as a block of its own sets a left-column
+    line level with the right column's heading ("2 RELATED WORK"), and that pair is no row."""
+    columns = body_columns(blocks, body) if body is not None else {}
     by_page: dict[int, list[Block]] = defaultdict(list)
     for b in blocks:
         if b.kind == TEXT and b.n_lines == 1:
@@ -407,12 +410,27 @@ def _table_cells(blocks: list[Block], min_rows: int = 2) -> set[int]:
                     continue
                 if _SECTION_LABEL.match(left.text.strip()) and right.x0 - left.x1 < 40:
                     continue  # a heading's number set apart from its title: "2   Methods"
+                if _fills_a_column(b, columns.get(b.page)) or _fills_a_column(
+                    o, columns.get(o.page)
+                ):
+                    continue  # a line of two-column prose beside the other column's line
                 paired.update((id(b), id(o)))
                 beside = True
             rows += beside
         if rows >= min_rows:
             cells |= paired
     return cells
+
+
+def _fills_a_column(b: Block, columns: list[tuple[float, float]] | None) -> bool:
+    """``b`` lies in one of two or more body columns (``columns``: a page's, left to right)
+    and spans at least 80 % of that column's width: a line of prose."""
+    if not columns or len(columns) < 2:
+        return False
+    return any(
+        left - 2 <= b.x0 and b.x1 <= right + 2 and b.x1 - b.x0 >= 0.8 * (right - left)
+        for left, right in columns
+    )
 
 
 def body_columns(blocks: list[Block], body: BodyStyle) -> dict[int, list[tuple[float, float]]]:
