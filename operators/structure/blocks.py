@@ -241,10 +241,11 @@ def classify_blocks(blocks: list[Block], n_pages: int) -> BodyStyle:
     body = body_style(blocks)
     blocks[:] = join_split_headings(join_hanging_labels(blocks), body)
     space_below_furniture(blocks)
-    columns = _text_columns(blocks, body)
+    page_columns = body_columns(blocks, body)
+    columns = _column_edges(page_columns)
     toc_pages = contents_pages(blocks)
     labels = recurring_labels(blocks)
-    cells = _table_cells(blocks, body)
+    cells = _table_cells(blocks, page_columns)
     front = front_matter_pages(blocks, body, toc_pages)
     small_print = _small_print_pages(blocks, body)
     small_columns = _small_print_columns(blocks, small_print)
@@ -382,22 +383,24 @@ def _labelled_heading(
     )
 
 
-def _table_cells(blocks: list[Block], body: BodyStyle | None = None, min_rows: int = 2) -> set[int]:
+def _table_cells(
+    blocks: list[Block], columns: dict[int, list[tuple[float, float]]], min_rows: int = 2
+) -> set[int]:
     """Ids of the one-line text blocks that sit side by side with another one-line block on
     the same line, on pages with at least ``min_rows`` such lines: the cells of a table
     drawn without vertical rules ("Berlin Mandate | 28 Mar–7 Apr 1995"), which the ruled-table
     step does not see. A heading has no text beside it. On a page of two or more body columns
-    (``body_columns``, given ``body``), a line that fills its column is prose, not a cell: a
-    parser that keeps each line of two-column prose as a block of its own sets a left-column
+    (``columns``: ``body_columns``' result), a line that fills its column is prose, not a cell:
+    a parser that keeps each line of two-column prose as a block of its own sets a left-column
     line level with the right column's heading ("2 RELATED WORK"), and that pair is no row."""
-    columns = body_columns(blocks, body) if body is not None else {}
     by_page: dict[int, list[Block]] = defaultdict(list)
     for b in blocks:
         if b.kind == TEXT and b.n_lines == 1:
             by_page[b.page].append(b)
     cells: set[int] = set()
-    for line_blocks in by_page.values():
+    for page, line_blocks in by_page.items():
         line_blocks.sort(key=lambda b: b.y0)
+        page_columns = columns.get(page)
         paired: set[int] = set()
         rows = 0
         for i, b in enumerate(line_blocks):
@@ -410,9 +413,7 @@ def _table_cells(blocks: list[Block], body: BodyStyle | None = None, min_rows: i
                     continue
                 if _SECTION_LABEL.match(left.text.strip()) and right.x0 - left.x1 < 40:
                     continue  # a heading's number set apart from its title: "2   Methods"
-                if _fills_a_column(b, columns.get(b.page)) or _fills_a_column(
-                    o, columns.get(o.page)
-                ):
+                if _fills_a_column(b, page_columns) or _fills_a_column(o, page_columns):
                     continue  # a line of two-column prose beside the other column's line
                 paired.update((id(b), id(o)))
                 beside = True
@@ -457,7 +458,15 @@ def body_columns(blocks: list[Block], body: BodyStyle) -> dict[int, list[tuple[f
 
 def _text_columns(blocks: list[Block], body: BodyStyle) -> dict[int, tuple[float, float]]:
     """Per page, the left and right edges of the body text (multi-line body blocks)."""
-    return {page: (cols[0][0], cols[-1][1]) for page, cols in body_columns(blocks, body).items()}
+    return _column_edges(body_columns(blocks, body))
+
+
+def _column_edges(
+    columns: dict[int, list[tuple[float, float]]],
+) -> dict[int, tuple[float, float]]:
+    """Per page, the left edge of the first of ``body_columns``' columns and the right edge
+    of the last."""
+    return {page: (cols[0][0], cols[-1][1]) for page, cols in columns.items()}
 
 
 def _centred(b: Block, columns: dict[int, tuple[float, float]]) -> bool:

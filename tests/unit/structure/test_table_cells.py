@@ -9,7 +9,7 @@ import pymupdf
 from operators.kinds import TEXT
 from operators.parsing.parse import Block, document_metadata, parse_pages
 from operators.structure.assemble import structure_blocks
-from operators.structure.blocks import BodyStyle, _table_cells, body_style
+from operators.structure.blocks import _table_cells, body_columns, body_style
 
 
 def _line(page: int, text: str, x0: float, x1: float, y0: float, n_lines: int = 1) -> Block:
@@ -36,7 +36,7 @@ def _two_column_page() -> list[Block]:
 
 def test_a_table_drawn_without_rules_has_its_cells_found():
     """Two rows of two one-line cells on a one-column page are a table's cells (with and
-    without the body style: the column test only applies where the page has two columns)."""
+    without the body columns: the column test only applies where the page has two)."""
     blocks = [
         _line(1, "A paragraph of the page's one column, long enough to fill it. " * 3, 54, 558, 90, 4),
         _line(1, "Berlin Mandate", 54, 200, 160),
@@ -45,16 +45,15 @@ def test_a_table_drawn_without_rules_has_its_cells_found():
         _line(1, "1-11 Dec 1997", 300, 400, 180),
     ]  # fmt: skip
     cells = [id(b) for b in blocks[1:]]
-    assert _table_cells(blocks) == set(cells)
-    assert _table_cells(blocks, body_style(blocks)) == set(cells)
+    assert _table_cells(blocks, {}) == set(cells)
+    assert _table_cells(blocks, body_columns(blocks, body_style(blocks))) == set(cells)
 
 
 def test_a_line_of_two_column_prose_beside_the_other_columns_heading_is_no_table_row():
     blocks = _two_column_page()
-    body: BodyStyle = body_style(blocks)
-    assert _table_cells(blocks, body) == set()
-    # without the columns (no body style given) the two pairs read as the rows of a table
-    assert id(blocks[3]) in _table_cells(blocks)
+    assert _table_cells(blocks, body_columns(blocks, body_style(blocks))) == set()
+    # without the columns the two pairs read as the rows of a table
+    assert id(blocks[3]) in _table_cells(blocks, {})
 
 
 def test_a_two_column_paper_keeps_the_heading_level_with_a_left_column_line(shared_data):
