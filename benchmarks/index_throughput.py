@@ -38,10 +38,9 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   pymupdf4llm would OCR image regions on every page, and its RapidOCR path raised a TypeError on
   one of these PDFs). bookindex keeps its default, OCR on, which reads only pages without a text
   layer: in the default corpus four image-only pages (three books' covers and one page of a
-  report), about 2 s each on one thread, in (a) and in (a_s) where the sample holds them; (a')
-  runs no OCR. Each worker converts the warm-up PDF before timing starts (model loading
-  excluded). Because it is slow, it runs on a deterministic sample: the first
-  pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
+  report), in (a) and in (a_s) where the sample holds them; (a') runs no OCR. Each worker
+  converts the warm-up PDF before timing starts (model loading excluded). Because it is slow,
+  it runs on a deterministic sample: the first pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
   PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
   while they fit the budget. A document's first pages cost bookindex more per page than its
   rest (opening, metadata, outline and body-style analysis are per document), so the
