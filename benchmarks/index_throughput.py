@@ -40,8 +40,8 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   layer: in the default corpus four image-only pages (three books' covers and one page of a
   report), in (a) and in (a_s) where the sample holds them; (a') runs no OCR. Each worker
   converts the warm-up PDF before timing starts (model loading excluded). Because it is slow,
-  it runs on a deterministic sample: the first pages of every PDF, budget spread evenly, ~N pages in all (``--baseline-pages``), written as
-  PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
+  it runs on a deterministic sample: the first pages of every PDF, budget spread evenly, ~N
+  pages in all (``--baseline-pages``), written as PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
   while they fit the budget. A document's first pages cost bookindex more per page than its
   rest (opening, metadata, outline and body-style analysis are per document), so the
   first-pages sample is the one less favourable to it.
