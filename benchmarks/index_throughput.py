@@ -41,10 +41,10 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   report), in (a) and in (a_s) where the sample holds them; (a') runs no OCR. Each worker
   converts the warm-up PDF before timing starts (model loading excluded). Because it is slow,
   it runs on a deterministic sample: the first pages of every PDF, budget spread evenly, ~N
-  pages in all (``--baseline-pages``), written as PDFs of their own (``Document.select``); or (``--sample whole-pdfs``) whole PDFs, in order,
-  while they fit the budget. A document's first pages cost bookindex more per page than its
-  rest (opening, metadata, outline and body-style analysis are per document), so the
-  first-pages sample is the one less favourable to it.
+  pages in all (``--baseline-pages``), written as PDFs of their own (``Document.select``); or
+  (``--sample whole-pdfs``) whole PDFs, in order, while they fit the budget. A document's first
+  pages cost bookindex more per page than its rest (opening, metadata, outline and body-style
+  analysis are per document), so the first-pages sample is the one less favourable to it.
 * ``(a_s)`` and ``(a'_s)``: (a) and (a') on exactly that sample, in the same run. The printed
   ratios divide rates over the same pages: (a_s) / (b) (both 2 workers) and (a'_s) / (b); (a)
   is the job's rate on the whole corpus, not compared with (b). On a sample of a few hundred

@@ -38,7 +38,7 @@ def test_a_table_drawn_without_rules_has_its_cells_found():
     """Two rows of two one-line cells on a one-column page are a table's cells (with and
     without the body columns: the column test only applies where the page has two)."""
     blocks = [
-        _line(1, "A paragraph of the page's one column, long enough to fill it. " * 3, 54, 558, 90, 4),
+        _line(1, "A paragraph of the page's one column, filling it. " * 3, 54, 558, 90, 4),
         _line(1, "Berlin Mandate", 54, 200, 160),
         _line(1, "28 Mar-7 Apr 1995", 300, 420, 160),
         _line(1, "Kyoto Protocol", 54, 200, 180),
