@@ -54,6 +54,7 @@ from operators.structure.learned_filter import (
     mode_from_json,
     not_sections,
     row_prominences,
+    stated_scores,
     style_consensus,
 )
 from operators.structure.sections import CONTINUES, Candidate, Decision
@@ -238,7 +239,7 @@ def _first_stage(book: Book, x: np.ndarray, clf) -> np.ndarray:
     """A fitted scikit-learn first-stage model's probabilities over a book's rows, 0 on the
     rows it does not score (as ``learned_filter.first_stage``)."""
     keep = _scored(book) & ~not_sections(x, book.texts)
-    return np.where(keep, clf.predict_proba(x)[:, 1], 0.0)
+    return stated_scores(np.where(keep, clf.predict_proba(x)[:, 1], 0.0), x, ~_scored(book))
 
 
 def _augmented(book: Book, x: np.ndarray, p1: np.ndarray, threshold: float) -> np.ndarray:
@@ -298,7 +299,8 @@ def fit_mode(
                 *_heading_rows([books[i] for i in train_idx], mode, [xa[i] for i in train_idx])
             )
             for i in test:
-                p2s[i] = np.where(p1s[i] > 0.0, clf.predict_proba(xa[i])[:, 1], 0.0)
+                p2 = stated_scores(clf.predict_proba(xa[i])[:, 1], xs[i], p1s[i] <= 0.0)
+                p2s[i] = np.where(p1s[i] > 0.0, p2, 0.0)
         blends = [(p1 + p2) / 2 for p1, p2 in zip(p1s, p2s, strict=True)]
         keep = [_scored(b) for b in books]
         threshold_blend = _best_threshold(
@@ -346,7 +348,8 @@ def fit_mode(
 def _inner_f1(books: list[Book], scores: list[np.ndarray], threshold: float, mode: str) -> float:
     """Pooled heading F1 of ``books`` decided from these (out-of-fold) heading scores at
     ``threshold``, with the outline's decisions in the outline mode, as the product decides
-    them (levels do not enter F1: one level class)."""
+    them (levels do not enter F1: one level class), numbered siblings kept as there
+    (``styles``; until stop 13 the inner F1 left them out)."""
     results = []
     for b, p in zip(books, scores, strict=True):
         decisions = decide_with_scores(
@@ -358,6 +361,7 @@ def _inner_f1(books: list[Book], scores: list[np.ndarray], threshold: float, mod
             (1,),
             threshold,
             NUMBERING_PASS,
+            styles=[row_style(r) for r in _x(b, mode)],
         )
         pred = headings_of(b, [(d.level or 0, d.reason) for d in decisions], mode == "on")
         results.append(score(pred, b.gold))
@@ -407,6 +411,7 @@ def _consensus_helps(
                     classes,
                     threshold2,
                     NUMBERING_PASS,
+                    styles=[row_style(r) for r in xs[i]],
                 )
                 pred = headings_of(books[i], [(d.level or 0, d.reason) for d in decisions], False)
                 scores[with_consensus].append(score(pred, books[i].gold))

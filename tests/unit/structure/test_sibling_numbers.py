@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.structure.learned_filter import LEARNED_SIBLING, decide_with_scores
+from operators.structure.learned_filter import LEARNED_SIBLING, decide_with_scores, sibling_styles
 from operators.structure.sections import Candidate, Decision
 
 CLASSES = (1, 2, 3, 4, 5, 6)
@@ -71,3 +71,26 @@ def test_the_first_of_a_run_is_kept_where_its_next_sibling_is_kept_further_on():
     assert got[1].level is None
     # without styles (the CV's "no siblings" row) the scores alone decide
     assert [d.level for d in _decide(texts, [0.2, 0.1, 0.9, 0.9], None)] == [None, None, 4, 4]
+
+
+# climate-change-and-international-shipping sets its third-level headings in bold italic after a
+# number in bold roman. "2.1.1 The Concept of 'Pollution'" is one PDF line, not wholly italic,
+# so upright; "2.1.2", whose number the PDF puts on a line of its own, is joined to a title
+# block that is wholly italic (row_style keys from the stop 13 CV rows).
+CLIMATE_ONE_LINE = (1.01, True, False, False, 1.0, False, False)
+CLIMATE_JOINED = (1.01, True, True, False, 1.0, False, False)
+
+
+def test_siblings_that_differ_only_in_italics_are_one_style():
+    assert sibling_styles(CLIMATE_ONE_LINE, CLIMATE_JOINED)
+    assert not sibling_styles(CLIMATE_ONE_LINE, BODY)  # weight and size still count
+    assert not sibling_styles(CLIMATE_ONE_LINE, (1.01, True, False, True, 1.0, False, False))
+    assert not sibling_styles(None, CLIMATE_ONE_LINE)
+    texts = ["2.1.1 The Concept of 'Pollution'", "2.1.2 'Pollution' and Greenhouse Gas Emissions"]
+    got = _decide(texts, [0.99, 0.09], [CLIMATE_ONE_LINE, CLIMATE_JOINED])
+    assert [d.level for d in got] == [4, 4]
+    assert got[1].reason.startswith(LEARNED_SIBLING)
+    # and the first of a run, carried back from its kept next sibling
+    texts = ["2.1.2 'Pollution' and Greenhouse Gas Emissions", "2.1.3 Legal Nature"]
+    got = _decide(texts, [0.09, 0.99], [CLIMATE_JOINED, CLIMATE_ONE_LINE])
+    assert [d.level for d in got] == [4, 4]
