@@ -233,7 +233,7 @@ class ModeModel:
             p2 = p1
         elif self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
             p2 = (p1 + p2) / 2.0
-        p2 = np.where(p1 > 0.0, stated_scores(p2, x, p1 <= 0.0), 0.0)
+        p2 = stated_scores(p2, x, p1 <= 0.0)  # p2 is 0 wherever p1 is
         level_probs = self.level.probability(xa)
         if self.step is not None and len(p2):
             kept = np.flatnonzero(p2 >= self.threshold2)
