@@ -107,6 +107,12 @@ def row_style(row: np.ndarray) -> tuple:
     )
 
 
+def upright_style(style: tuple) -> tuple:
+    """A ``row_style`` key with its italics left out (the other six fields, in order)."""
+    size, bold, _, caps, face_share, lead_bold, lead_italic = style
+    return (size, bold, caps, face_share, lead_bold, lead_italic)
+
+
 def _prominence(style: tuple) -> tuple:
     size, bold, italic, caps, face_share, lead_bold, lead_italic = style
     return (size, bold, caps, not italic, -face_share, lead_bold, lead_italic)

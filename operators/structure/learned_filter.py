@@ -40,6 +40,7 @@ from operators.structure.heading_context import (
     numbering_key,
     row_style,
     step_features,
+    upright_style,
 )
 from operators.structure.heading_features import (
     FEATURE_NAMES,
@@ -635,7 +636,7 @@ def sibling_styles(a: tuple | None, b: tuple | None) -> bool:
     block that reads italic (climate-change-and-international-shipping): one style, two keys."""
     if a is None or b is None:
         return False
-    return a[:2] == b[:2] and a[3:] == b[3:]
+    return upright_style(a) == upright_style(b)
 
 
 _SIZE_DIFF = FEATURE_NAMES.index("size_diff")
