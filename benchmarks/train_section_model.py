@@ -3,7 +3,7 @@
 Run from the repo root::
 
     python -m benchmarks.train_section_model [--seed 0] [--folds 6] [--workers 2] [--out PATH]
-        [--no-cv] [--cv-json FILE]
+        [--no-cv] [--cv-json FILE] [--stated]
 
 Data: every labelled book (``hips`` + ``hips_extra``, human tables of contents), candidates and
 labels from ``benchmarks.section_data`` (cached). Per mode (outline off / on) two
@@ -53,6 +53,7 @@ from operators.structure.learned_filter import (
     first_stage,
     mode_from_json,
     not_sections,
+    recurring_matter,
     row_prominences,
     stated_scores,
     style_consensus,
@@ -747,6 +748,26 @@ def format_cv(summary: dict, extra: dict[str, dict] | None = None) -> str:
     return "\n".join(lines)
 
 
+def stated_report(books: list[Book]) -> str:
+    """Per mode, the rows each stated rule names over ``books`` (``not_sections``: scored 0;
+    ``recurring_matter``: scored 1; continuation lines and the title's rows left out, as the
+    product leaves them), how many of them are gold headings, and in how many books: the
+    evidence a stated rule rests on, printed by ``--stated``."""
+    rules = (
+        ("not_sections", lambda b, x: not_sections(x, b.texts)),
+        ("recurring_matter", lambda b, x: recurring_matter(x)),
+    )
+    lines = [f"{'rule':<18} {'mode':<4} {'rows':>6} {'headings':>8} {'books':>5}"]
+    for mode in MODES:
+        for name, rows_of in rules:
+            masks = [rows_of(b, _x(b, mode)) & _scored(b) for b in books]
+            n_rows = sum(int(m.sum()) for m in masks)
+            n_heads = sum(int(b.label[m].sum()) for b, m in zip(books, masks, strict=True))
+            n_books = sum(bool(m.any()) for m in masks)
+            lines.append(f"{name:<18} {mode:<4} {n_rows:>6} {n_heads:>8} {n_books:>5}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.train_section_model")
     ap.add_argument("--seed", type=int, default=0)
@@ -763,8 +784,16 @@ def main(argv: list[str] | None = None) -> int:
         help="take the CV scores from this --cv-json file of an earlier run (same books, seed "
         "and code) instead of running the CV again",
     )
+    ap.add_argument(
+        "--stated",
+        action="store_true",
+        help="print how many rows each stated rule names and how many are gold headings, and stop",
+    )
     args = ap.parse_args(argv)
     books = load_books()
+    if args.stated:
+        print(stated_report(books))
+        return 0
     summary = None
     if args.cv_from:
         full = json.loads(Path(args.cv_from).read_text())

@@ -342,10 +342,11 @@ def recurring_matter(x: np.ndarray) -> np.ndarray:
     "Notes", "Introduction", "References") that the book sets at least
     ``RECURRING_MATTER_MIN`` times (``same_text_count``), off its contents pages and not
     listed there: each chapter's own notes, introduction or references. Over the 24 labelled
-    books 260 of the 261 such rows are gold headings, in 10 books (stop 13). The model learns
+    books 260 of the 261 such rows, in 11 books, are gold headings (stop 13;
+    ``python -m benchmarks.train_section_model --stated``). The model learns
     the pattern where such a heading wears a heading's face, but one book (access-controlled)
     sets its 40 chapters' "Notes" in the endnotes' own small type, a face no other book gives a
-    heading, and the model scored them about 0.1 out of fold. Stated, like ``not_sections``:
+    heading, and run I's fold model dropped all 40. Stated, like ``not_sections``:
     these rows score 1."""
     if not len(x):
         return np.zeros(0, dtype=bool)
