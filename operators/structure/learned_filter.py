@@ -220,22 +220,32 @@ class ModeModel:
     first_stage_only: bool = False
 
     def score(
-        self, x: np.ndarray, texts: list[str], pages: list[int], layout: list[Decision]
+        self,
+        x: np.ndarray,
+        texts: list[str],
+        pages: list[int],
+        layout: list[Decision],
+        every_level: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Final heading probabilities and level probabilities of a document's pool rows.
+        """Final heading probabilities and level probabilities of a document's pool rows: the
+        level model scores only the rows a decision at ``threshold2`` reads
+        (``_level_probabilities``), every row with ``every_level``.
         With a step model the kept rows' levels are decoded jointly (``viterbi_levels``) and
         their level probabilities are the decoded levels, one-hot; with ``consensus`` the kept
         rows of one style take the level their style's members agree on
         (``style_consensus``), one-hot."""
         p1 = first_stage(self.heading, x, layout, texts)
         xa = np.hstack([x, context_features(x, texts, pages, p1, self.threshold)])
-        p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
-        if self.first_stage_only:
+        if self.first_stage_only:  # stage 2's trees are not walked: their score is not used
             p2 = p1
-        elif self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
-            p2 = (p1 + p2) / 2.0
+        else:
+            p2 = np.where(p1 > 0.0, self.heading2.probability(xa), 0.0)
+            if self.blend:  # stage 2 alone can demote a whole consistent run stage 1 is sure of
+                p2 = (p1 + p2) / 2.0
         p2 = stated_scores(p2, x, p1 <= 0.0)  # p2 is 0 wherever p1 is
-        level_probs = self.level.probability(xa)
+        level_probs = (
+            self.level.probability(xa) if every_level else self._level_probabilities(xa, p2, texts)
+        )
         if self.step is not None and len(p2):
             kept = np.flatnonzero(p2 >= self.threshold2)
             if len(kept):
@@ -248,6 +258,27 @@ class ModeModel:
         elif self.consensus and len(p2):
             level_probs = style_consensus(level_probs, x, p2 >= self.threshold2)
         return p2, level_probs
+
+    def _level_probabilities(self, xa: np.ndarray, p2: np.ndarray, texts: list[str]) -> np.ndarray:
+        """The level model's probabilities for the rows whose level can be read: the rows
+        kept (``p2`` at ``threshold2`` or above) and the rows numbered at depth two or more,
+        which ``decide_with_scores`` keeps under the threshold where they continue a kept
+        sibling (``_continues_sibling``, ``_opens_sibling_run``); NaN for the others, which no
+        decision reads. Its trees are the largest of the three (a multiclass round per
+        level), and most rows are body text scored far under the threshold."""
+        read = (p2 >= self.threshold2) | np.array(
+            [_numbered_below_top(t) for t in texts], dtype=bool
+        )
+        out = np.full((len(xa), len(self.level.classes)), np.nan)
+        if read.any():
+            out[read] = self.level.probability(xa[read])
+        return out
+
+
+def _numbered_below_top(text: str) -> bool:
+    """Whether a candidate's text opens with a dotted number of depth two or more ("2.3")."""
+    key = numbering_key(text)
+    return key is not None and key[0] == "dotted" and bool(key[1])
 
 
 def style_consensus(level_probs: np.ndarray, x: np.ndarray, kept: np.ndarray) -> np.ndarray:

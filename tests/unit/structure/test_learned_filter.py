@@ -76,6 +76,33 @@ def test_exported_trees_score_like_scikit_learn(small_books):
     assert np.allclose(ours, clf.predict_proba(x), atol=1e-4)
 
 
+def test_a_bag_of_heading_models_scores_their_mean_log_odds(small_books):
+    """Two heading models fitted on different real books, exported as one bag: its
+    log-odds are the mean of the members' (scikit-learn's decision function), on rows of
+    both books; a bag of one is the member itself."""
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from benchmarks.train_section_model import (
+        HEADING_PARAMS,
+        _heading_rows,
+        bag_ensembles,
+        export_trees,
+    )
+
+    members = []
+    for book in small_books:
+        clf = HistGradientBoostingClassifier(**HEADING_PARAMS, early_stopping=False, random_state=0)
+        members.append(clf.fit(*_heading_rows([book], "off")))
+    x, _ = _heading_rows(small_books, "off")
+    bag = learned_filter.TreeEnsemble.from_json(bag_ensembles([export_trees(m) for m in members]))
+    assert len(bag.trees) == sum(len(export_trees(m)["trees"]) for m in members)
+    mean = np.mean([m.decision_function(x) for m in members], axis=0)
+    assert np.allclose(bag.raw(x)[:, 0], mean, atol=1e-5)
+    assert not np.allclose(mean, members[0].decision_function(x), atol=1e-3)
+    assert bag_ensembles([export_trees(members[0])]) == export_trees(members[0])
+
+
 def test_stacked_tree_walk_sums_like_the_per_tree_walk(shared_data, small_books, monkeypatch):
     """Every model call while two real books are structured, outline on and off, and a pool
     of real rows larger than one stacked walk takes at once: ``raw`` (all trees walked at
@@ -94,13 +121,51 @@ def test_stacked_tree_walk_sums_like_the_per_tree_walk(shared_data, small_books,
     for prefix in SMALL_BOOKS:
         for outline in (True, False):
             extract_headings(str(_hips_pdf(shared_data, prefix)), outline)
-    assert len(calls) >= 12 and sum(n for n, _ in calls) > 200
+    # heading, level and (but where the mode's final score is stage 1's) heading2 per document
+    assert len(calls) >= 8 and sum(n for n, _ in calls) > 200
     assert all(same for _, same in calls)
     model = load_model()
     rows = np.vstack([b.x_off for b in small_books] * 8)  # real feature rows, > 2,048
     assert len(rows) > learned_filter._ROWS_AT_ONCE
     for heading in (model.off.heading, model.on.heading):
         assert np.array_equal(stacked(heading, rows), heading.raw_per_tree(rows))
+
+
+def test_levels_are_scored_only_where_a_decision_reads_them(small_books):
+    """The level model scores the kept rows and the numbered ones only (NaN elsewhere, most
+    of a book's rows), and every decision, level included, is the one that scoring every
+    row gives, outline on and off, on real books."""
+    import numpy as np
+
+    from benchmarks.train_section_model import _candidates, _layout, _outline_decisions
+    from operators.structure.heading_context import row_style
+    from operators.structure.learned_filter import decide_with_scores, row_prominences
+
+    model = load_model()
+    for book in small_books:
+        for mode, scored in (("off", model.off), ("on", model.on)):
+            x = book.x_on if mode == "on" else book.x_off
+            layout = _layout(book)
+            decided = []
+            for every in (False, True):
+                p, levels = scored.score(x, book.texts, book.pages, layout, every_level=every)
+                skipped = np.isnan(levels).any(axis=1)
+                assert skipped.sum() > len(x) / 2 if not every else not skipped.any()
+                decided.append(
+                    decide_with_scores(
+                        _candidates(book),
+                        layout,
+                        _outline_decisions(book, mode),
+                        p,
+                        levels,
+                        scored.level.classes,
+                        scored.threshold2,
+                        prominences=row_prominences(x),
+                        styles=[row_style(r) for r in x],
+                    )
+                )
+            assert decided[0] == decided[1]
+            assert any(d.level for d in decided[0])
 
 
 def test_committed_model_loads_without_training_extras(shared_data):
@@ -292,8 +357,9 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
 
     pdf = _hips_pdf(shared_data, "the-role-of-the-patent-system")
     books = [*small_books, extract_book("hips", pdf, load_hips_gold(pdf.stem))]
+    fitted = {}
     for mode in ("off", "on"):
-        data = fit_mode(books, mode, 0)
+        data = fitted[mode] = fit_mode(books, mode, 0)
         f1 = data["stage_f1"]
         assert set(f1) == set(STAGES) and all(0 < v <= 1 for v in f1.values())
         best = max(f1.values())
@@ -312,3 +378,10 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
                 x, book.texts, book.pages, _layout(book)
             )[0],
         )
+    # --bag (an ablation): the same choices, each heading model averaged with the 3 inner ones
+    bagged, data = fit_mode(books, "off", 0, single=True, bag=True), fitted["off"]
+    assert bagged["bagged"] == 4 and "bagged" not in data
+    assert (bagged["stage"], bagged["threshold2"]) == (data["stage"], data["threshold2"])
+    assert bagged["single"]["heading"] == data["heading"] != bagged["heading"]
+    for name in ("heading", "heading2"):
+        assert len(bagged[name]["trees"]) > 3 * len(data[name]["trees"])
