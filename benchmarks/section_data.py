@@ -37,6 +37,7 @@ from operators.structure.sections import (
     SectionContext,
     candidates_of,
     carried_entries,
+    carried_title,
     entry_title,
 )
 
@@ -285,6 +286,6 @@ def headings_of(book: Book, decisions: list[tuple[int, str]], with_outline: bool
         only = list(book.outline_only)
         found = carried_entries([e[1:] for e in only], [h[1:] for h in headings])
         for e, k in found.items():
-            headings[k] = (only[e][0], *headings[k][1:])
+            headings[k] = (only[e][0], carried_title(only[e][1], headings[k][1]), headings[k][2])
         headings += [entry for e, entry in enumerate(only) if e not in found]
     return headings

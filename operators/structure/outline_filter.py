@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from operators.kinds import LIST, TEXT, TITLE
 from operators.parsing.parse import Block
 from operators.structure.sections import (
+    ENTRY_LABEL,
     MAX_LEVEL,
     Candidate,
     Decision,
@@ -32,12 +33,6 @@ _FURNITURE = re.compile(
     re.I,
 )
 _FILE_NAME = re.compile(r"^(?=\S*(_|\d{5}))[\w.-]{8,}$")
-# A bookmark's label before its title, which the page may set apart or not print at all
-# ("Chapter 1. Context" over the page's "Context", "Chapter 1: From women's rights …").
-_ENTRY_LABEL = re.compile(
-    r"^\s*(chapter|part|section|appendix|annex)\s+([\divxlc]+|§\s*\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s*[.:\-–—]?\s+(?=\w)",
-    re.I,
-)
 
 
 class OutlineSectionFilter:
@@ -67,10 +62,10 @@ class OutlineSectionFilter:
         for level, title, page in outline:
             index = self._locate(title, page, context.blocks, by_page, used)
             named = index is not None
-            if index is None and _ENTRY_LABEL.match(title):
+            if index is None and ENTRY_LABEL.match(title):
                 # the page's heading without the bookmark's label: that heading is the entry,
                 # under the title the page gives it
-                bare = _ENTRY_LABEL.sub("", title, count=1)
+                bare = ENTRY_LABEL.sub("", title, count=1)
                 index = self._locate(bare, page, context.blocks, by_page, used)
             if index is None:
                 if not _is_furniture(title):

@@ -470,23 +470,82 @@ def resolve_headings(
     return _place_outline_only(headings, result.outline_only, blocks)
 
 
+# A bookmark's label before its title, which the page may set apart or not print at all
+# ("Chapter 1. Context" over the page's "Context", "Chapter 1: From women's rights …").
+ENTRY_LABEL = re.compile(
+    r"^\s*(chapter|part|section|appendix|annex)\s+([\divxlc]+|§\s*\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s*[.:\-–—]?\s+(?=\w)",
+    re.I,
+)
+_LEADING_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+(?=\w)")
+MIN_BARE_TITLE = 4  # characters a title keeps without its label or number to be matched bare
+
+
+def bare_title(text: str) -> str:
+    """A title without the label or number before it, normalised (``normalise_title``):
+    "Chapter 1: From women's rights: The influence …" and the page's "1 From women's rights
+    The influence …" both read "from women s rights the influence …"."""
+    return normalise_title(_LEADING_NUMBER.sub("", ENTRY_LABEL.sub("", text, count=1), count=1))
+
+
+def _starts(short: str, long: str) -> bool:
+    """Whether the words of ``short`` are the first words of ``long``."""
+    return long.split()[: len(short.split())] == short.split()
+
+
+def _names_one_heading(entry: str, heading: str) -> bool:
+    """Whether one title is the other's start, whole words, as written or with the label or
+    number before each set aside (``normalise_title``, ``bare_title``), the shorter keeping
+    ``MIN_BARE_TITLE`` characters at least."""
+    for key_of in (normalise_title, bare_title):
+        a, b = key_of(entry), key_of(heading)
+        short, long = sorted((a, b), key=len)
+        if len(short) >= MIN_BARE_TITLE and _starts(short, long):
+            return True
+    return False
+
+
 def carried_entries(
     entries: list[tuple[str, int]], carried: list[tuple[str, int]]
 ) -> dict[int, int]:
     """Outline entries the locator did not place ((title, page) each) that are headings blocks
-    carry ((title, page) each): entry position → position in ``carried`` of the first heading
-    not taken yet with the same title (``normalise_title``) on the entry's page or next to
-    it. Each heading is at most one entry."""
-    keys = [normalise_title(text) for text, _ in carried]
+    carry ((title, page) each): entry position → position in ``carried`` of the heading not
+    taken yet with the same title (``normalise_title``) on the entry's page, else next to it
+    (the first of equals); then, for the entries left, in the same way, of one with the same
+    title once the label or number before each is set aside (``bare_title``: the bookmark
+    "Chapter 6: The Czech Constitutional Court …: From judicial activism …" and the page's
+    heading "6 The Czech Constitutional Court … From judicial activism …" are one heading, not
+    two); then of one whose title starts the entry's or that the entry's starts
+    (``_names_one_heading``): the page split a title over blocks and the heading kept its
+    first ("2 America" under the bookmark "2 America Islam and the Problems of Liberal
+    Democracy"), or the bookmark gives the label alone ("Appendix A." over "Appendix A:
+    Sources on …"); ``carried_title`` then names it. Each heading is at most one entry."""
     free = list(range(len(carried)))
     found: dict[int, int] = {}
-    for e, (title, page) in enumerate(entries):
-        key = normalise_title(title)
-        k = next((k for k in free if keys[k] == key and abs(carried[k][1] - page) <= 1), None)
-        if k is not None:
-            found[e] = k
-            free.remove(k)
+    exact = [normalise_title(text) for text, _ in carried]
+    bare = [bare_title(text) for text, _ in carried]
+    passes = (
+        lambda title, k: exact[k] == normalise_title(title),
+        lambda title, k: len(bare[k]) >= MIN_BARE_TITLE and bare[k] == bare_title(title),
+        lambda title, k: _names_one_heading(title, carried[k][0]),
+    )
+    for same in passes:
+        for e, (title, page) in enumerate(entries):
+            if e in found:
+                continue
+            near = [k for k in free if abs(carried[k][1] - page) <= 1 and same(title, k)]
+            if near:
+                k = min(near, key=lambda k: abs(carried[k][1] - page))  # a tie: the first
+                found[e] = k
+                free.remove(k)
     return found
+
+
+def carried_title(entry: str, heading: str) -> str:
+    """The title of a heading an outline entry is (``carried_entries``): the entry's where
+    the heading's title is only its start ("2 America" of "2 America Islam and the Problems
+    of Liberal Democracy"), else the heading's own."""
+    a, b = normalise_title(entry), normalise_title(heading)
+    return entry if len(b) < len(a) and _starts(b, a) else heading
 
 
 def _place_outline_only(
@@ -496,13 +555,15 @@ def _place_outline_only(
     carries (after the entries of that page placed before them: the outline's order holds).
     An entry whose title a kept heading on its page carries (``carried_entries``: the locator
     searches title and text blocks, a heading kept from a list block is "a) …") is that
-    heading, at the entry's level, not a second one."""
+    heading, at the entry's level (and under the entry's title where the heading's is only its
+    start, ``carried_title``), not a second one."""
     carried = [h for h in headings if h.block_index is not None]
     found = carried_entries(
         [(e.title, e.page) for e in outline_only], [(h.title, h.page) for h in carried]
     )
     for e, k in found.items():
         carried[k].level = outline_only[e].level
+        carried[k].title = carried_title(outline_only[e].title, carried[k].title)
     rest = [entry for e, entry in enumerate(outline_only) if e not in found]
     placed = list(headings)
     for entry in rest:
