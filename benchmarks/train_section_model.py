@@ -389,8 +389,8 @@ def fit_mode(
     if single and len(bag1) > 1:  # the CV's ablation: the models fitted on every book alone
         out["single"] = {"heading": export_trees(heading), "heading2": export_trees(heading2)}
     x2, _ = _heading_rows(books, mode, xa)
-    for name, bag, rows in (("heading", bag1, x), ("heading2", bag2, x2)):
-        mean_raw = np.mean([_raw_heading(m, rows) for m in bag], axis=0)
+    for name, members, rows in (("heading", bag1, x), ("heading2", bag2, x2)):
+        mean_raw = np.mean([_raw_heading(m, rows) for m in members], axis=0)
         ours = TreeEnsemble.from_json(out[name]).probability(rows)
         if not np.allclose(ours, 1.0 / (1.0 + np.exp(-mean_raw)), atol=1e-4):
             raise AssertionError(f"exported {name} trees disagree with scikit-learn")

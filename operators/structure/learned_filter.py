@@ -267,7 +267,7 @@ class ModeModel:
         decision reads. Its trees are the largest of the three (a multiclass round per
         level), and most rows are body text scored far under the threshold."""
         read = (p2 >= self.threshold2) | np.array(
-            [_numbered_below_top(t) for t in texts], dtype=bool
+            [_dotted_below_top(numbering_key(t)) for t in texts], dtype=bool
         )
         out = np.full((len(xa), len(self.level.classes)), np.nan)
         if read.any():
@@ -275,9 +275,9 @@ class ModeModel:
         return out
 
 
-def _numbered_below_top(text: str) -> bool:
-    """Whether a candidate's text opens with a dotted number of depth two or more ("2.3")."""
-    key = numbering_key(text)
+def _dotted_below_top(key: tuple[str, tuple[int, ...], int] | None) -> bool:
+    """Whether a ``numbering_key`` is a dotted number of depth two or more ("2.3"): the
+    numbers the sibling pass may keep under the threshold."""
     return key is not None and key[0] == "dotted" and bool(key[1])
 
 
@@ -603,11 +603,9 @@ def _continues_sibling(
     (level, style, level model's level)), None otherwise. Dotted numbers of depth two or more
     only: a bare "2." may as well be a numbered paragraph after a heading "1.", and the first of
     a run ("1.2.2.1") has no sibling to continue."""
-    if key is None or style is None:
+    if not _dotted_below_top(key) or style is None or key[2] < 2:
         return None
     kind, parents, number = key
-    if kind != "dotted" or not parents or number < 2:
-        return None
     previous = (kind, (*parents, number - 1))
     found = kept.get(previous)
     return previous if found is not None and sibling_styles(found[1], style) else None
@@ -633,7 +631,7 @@ def _kept_numbers(
         if layout[pos].reason == CONTINUES or layout[pos].reason in ROOT_REASONS:
             continue
         key = keys[pos]
-        if key is None or key[0] != "dotted" or not key[1]:
+        if not _dotted_below_top(key):
             continue
         if p_heading[pos] >= threshold or _opens_sibling_run(key, styles[pos], pos, ahead):
             ahead.setdefault((key[0], (*key[1], key[2])), []).append((pos, styles[pos]))
@@ -651,11 +649,9 @@ def _opens_sibling_run(
     ``kept_ahead`` from ``_kept_numbers``): the first of a run, which ``_continues_sibling``
     cannot reach, and a heading the model missed between two it kept. Dotted numbers of depth
     two or more only, as there."""
-    if key is None or style is None:
+    if not _dotted_below_top(key) or style is None:
         return False
     kind, parents, number = key
-    if kind != "dotted" or not parents:
-        return False
     after = kept_ahead.get((kind, (*parents, number + 1)), [])
     return any(later > pos and sibling_styles(later_style, style) for later, later_style in after)
 

@@ -492,12 +492,11 @@ def _starts(short: str, long: str) -> bool:
     return long.split()[: len(short.split())] == short.split()
 
 
-def _names_one_heading(entry: str, heading: str) -> bool:
+def _names_one_heading(entry_keys: tuple[str, str], heading_keys: tuple[str, str]) -> bool:
     """Whether one title is the other's start, whole words, as written or with the label or
-    number before each set aside (``normalise_title``, ``bare_title``), the shorter keeping
-    ``MIN_BARE_TITLE`` characters at least."""
-    for key_of in (normalise_title, bare_title):
-        a, b = key_of(entry), key_of(heading)
+    number before each set aside (their ``normalise_title`` and ``bare_title`` keys), the
+    shorter keeping ``MIN_BARE_TITLE`` characters at least."""
+    for a, b in zip(entry_keys, heading_keys, strict=True):
         short, long = sorted((a, b), key=len)
         if len(short) >= MIN_BARE_TITLE and _starts(short, long):
             return True
@@ -521,18 +520,21 @@ def carried_entries(
     Sources on …"); ``carried_title`` then names it. Each heading is at most one entry."""
     free = list(range(len(carried)))
     found: dict[int, int] = {}
-    exact = [normalise_title(text) for text, _ in carried]
-    bare = [bare_title(text) for text, _ in carried]
+    # (normalise_title, bare_title) of every heading and every entry, each computed once
+    heading_keys = [(normalise_title(text), bare_title(text)) for text, _ in carried]
+    entry_keys = [(normalise_title(title), bare_title(title)) for title, _ in entries]
     passes = (
-        lambda title, k: exact[k] == normalise_title(title),
-        lambda title, k: len(bare[k]) >= MIN_BARE_TITLE and bare[k] == bare_title(title),
-        lambda title, k: _names_one_heading(title, carried[k][0]),
+        lambda e, k: heading_keys[k][0] == entry_keys[e][0],
+        lambda e, k: (
+            len(heading_keys[k][1]) >= MIN_BARE_TITLE and heading_keys[k][1] == entry_keys[e][1]
+        ),
+        lambda e, k: _names_one_heading(entry_keys[e], heading_keys[k]),
     )
     for same in passes:
-        for e, (title, page) in enumerate(entries):
+        for e, (_, page) in enumerate(entries):
             if e in found:
                 continue
-            near = [k for k in free if abs(carried[k][1] - page) <= 1 and same(title, k)]
+            near = [k for k in free if abs(carried[k][1] - page) <= 1 and same(e, k)]
             if near:
                 k = min(near, key=lambda k: abs(carried[k][1] - page))  # a tie: the first
                 found[e] = k
