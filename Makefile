@@ -1,7 +1,8 @@
 # Two entry points: `make demo` and `make test`. Both create the virtualenv when missing.
-# The virtualenv holds the dependencies only: the code runs from this directory (pyproject.toml).
-# It is installed from requirements.lock with --require-hashes: every file of the tree is checked
-# against the sha256 pinned there (pip refuses anything unpinned or with another hash).
+# The virtualenv gets the dependencies from requirements.lock with --require-hashes (every file
+# checked against the sha256 pinned there; pip refuses anything unpinned or with another hash),
+# then bookindex itself as an editable install (no dependency resolution: --no-deps), which gives
+# the `bookindex` command and `import bookindex` from this checkout.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,22 +10,22 @@ STAMP := $(VENV)/.installed
 SAMPLE := data/sample_corpus
 INDEX := data/sample_index
 
-.PHONY: demo test unit lint format venv clean bench
+.PHONY: demo test unit lint format venv clean bench wheel docs
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip uninstall -q -y bookindex 2>/dev/null || true
 	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m jobs.make_sample_corpus --out $(SAMPLE)
-	$(BIN)/python -m jobs.index_corpus $(SAMPLE) --out $(INDEX)
-	$(BIN)/python -m jobs.show_index $(INDEX)
-	$(BIN)/python -m jobs.query "How many tables are in Chapter 2?" --index $(INDEX)
+	$(BIN)/bookindex sample $(SAMPLE)
+	$(BIN)/bookindex index $(SAMPLE) --out $(INDEX)
+	$(BIN)/bookindex show $(INDEX)
+	$(BIN)/bookindex ask "How many tables are in Chapter 2?" --index $(INDEX)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,3 +49,11 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.tree_accuracy --corpus hips
 	$(BIN)/python -m benchmarks.index_throughput
+
+wheel: $(STAMP)  # dist/bookindex-*.whl (real files under bookindex/ only)
+	rm -rf build dist
+	$(BIN)/python -m pip wheel -q --no-deps --no-build-isolation -w dist .
+
+docs: $(STAMP)  # the generated reference pages (tests/unit/test_docs.py checks they are current)
+	$(BIN)/bookindex config --markdown > docs/configuration.md
+	$(BIN)/bookindex schema --markdown > docs/tables.md

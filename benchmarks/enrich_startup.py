@@ -25,9 +25,10 @@ from pathlib import Path
 from benchmarks.enrich_throughput import START, _tree
 
 _CODE = """
-import sys
-from operators.config import BookindexConfig
-from pipelines.enrich_worker import EnrichWorker
+import os, sys, importlib
+prefix = "bookindex." if os.path.isfile("bookindex/__init__.py") else ""  # benchmarks/trees.py
+BookindexConfig = importlib.import_module(prefix + "operators.config").BookindexConfig
+EnrichWorker = importlib.import_module(prefix + "pipelines.enrich_worker").EnrichWorker
 config = BookindexConfig()
 EnrichWorker(config.models.to_dict(), config.resolver.model_dump(), None, False, "n").warm_up()
 print("torch" in sys.modules)

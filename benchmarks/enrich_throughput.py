@@ -49,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.config import BookindexConfig
+from benchmarks.trees import tree_module
+from bookindex.operators.config import BookindexConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -76,14 +77,14 @@ _GRAPH = ("entities", "relations")  # resolution's outcome (decisions also hold 
 def document_rows(corpus: str, docs: int) -> list[dict]:
     """The structure stage's rows of the first ``docs`` documents of ``corpus``."""
     if corpus in PASSAGE_CORPORA:
-        from operators.structure.passages import read_passages
-        from pipelines.rows import passage_document_row
+        from bookindex.operators.structure.passages import read_passages
+        from bookindex.pipelines.rows import passage_document_row
 
         passages = read_passages(str(SHARED / "multihop" / corpus / "corpus.jsonl"))[:docs]
         return [passage_document_row(p) for p in passages]
     import pyarrow as pa
 
-    from pipelines.structure_stage import index_documents, probe_document
+    from bookindex.pipelines.structure_stage import index_documents, probe_document
 
     pdfs = sorted(PDF_CORPORA[corpus].glob("*.pdf"))[:docs]
     probed = [
@@ -99,9 +100,11 @@ def child(rows_path: str, out_path: str, workers: int, per_batch: int, overrides
     """One run, in the process of its source tree (``PYTHONPATH``): the stage over the rows."""
     import ray
 
-    from operators.config import BookindexConfig
-    from pipelines.enrich import EnrichStage, enrich_args
-    from pipelines.rows import decode_vectors, from_json
+    BookindexConfig = tree_module("operators.config").BookindexConfig  # benchmarks/trees.py
+    enrich = tree_module("pipelines.enrich")
+    EnrichStage, enrich_args = enrich.EnrichStage, enrich.enrich_args
+    rows_module = tree_module("pipelines.rows")
+    decode_vectors, from_json = rows_module.decode_vectors, rows_module.from_json
 
     with open(rows_path, "rb") as f:
         rows = pickle.load(f)  # noqa: S301 (written by this benchmark's parent)

@@ -56,8 +56,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from operators.config import ResolverConfig
-from operators.graph.resolution import (
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.resolution import (
     MERGE,
     SELECT,
     Resolver,

@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 from benchmarks.er_scaling import DIM, synthetic
-from operators.config import ResolverConfig
-from operators.graph.entity_sets import CorpusEntities
-from operators.graph.resolution import SelectionPhase, relabel_answered
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.entity_sets import CorpusEntities
+from bookindex.operators.graph.resolution import SelectionPhase, relabel_answered
 
 
 def documents(n: int, per_doc: int, seed: int) -> list[dict]:

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from operators.walks.engine import make_engine  # noqa: E402
+from bookindex.operators.walks.engine import make_engine  # noqa: E402
 
 DEVICES = {  # the walk engine's device and the offline embedder's, per side
     "cpu": {"walk": {"device": "cpu"}, "models": {"embed_device": "cpu"}},
@@ -90,8 +90,8 @@ def print_end_to_end(results: dict[str, dict], batches: list[int]) -> None:
 
 def _index_engines(index: str):
     """``open_engine(device)`` for ``zoom_end_to_end`` over an index on disk."""
-    from operators.config import load_config
-    from pipelines.store.reader import open_engine
+    from bookindex.operators.config import load_config
+    from bookindex.pipelines.store.reader import open_engine
 
     def opened(device: str):
         try:

@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
     import ray
 
-    from operators.config import BookindexConfig
-    from operators.graph.resolution import Canonical, selection_key, selection_messages
-    from pipelines.model_requests import (
+    from bookindex.operators.config import BookindexConfig
+    from bookindex.operators.graph.resolution import Canonical, selection_key, selection_messages
+    from bookindex.pipelines.model_requests import (
         DESCRIPTIONS,
         ENTITIES,
         SECTIONS,
@@ -48,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         run_requests,
         section_requests,
     )
-    from pipelines.rows import from_json, to_json
-    from pipelines.structure_stage import apply_section_answers, index_documents, probe_document
+    from bookindex.pipelines.rows import from_json, to_json
+    from bookindex.pipelines.structure_stage import (
+        apply_section_answers,
+        index_documents,
+        probe_document,
+    )
 
     def selection_requests(document: dict) -> list[dict]:
         """ER selection questions over the document's section titles (pairs of neighbours)."""

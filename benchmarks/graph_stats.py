@@ -114,13 +114,13 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from operators.config import ResolverConfig
-from operators.graph.entities import TOPIC, NodeExtraction, extract_document
-from operators.graph.entity_sets import CorpusEntities, resolve_document
-from operators.graph.resolution import normalise_name
-from operators.models import ModelConfig
-from operators.models.offline import OfflineBackend, clean_name
-from operators.structure.passages import Passage, passage_nodes, read_passages
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.entities import TOPIC, NodeExtraction, extract_document
+from bookindex.operators.graph.entity_sets import CorpusEntities, resolve_document
+from bookindex.operators.graph.resolution import normalise_name
+from bookindex.operators.models import ModelConfig
+from bookindex.operators.models.offline import OfflineBackend, clean_name
+from bookindex.operators.structure.passages import Passage, passage_nodes, read_passages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPORA = {

@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from jobs import index_corpus
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
+from bookindex.jobs import index_corpus
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
 
 def mismatches(manifest: dict, docs: dict, failures: list[dict], node_docs: set) -> list[tuple]:
@@ -53,7 +53,9 @@ def mismatches(manifest: dict, docs: dict, failures: list[dict], node_docs: set)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", required=True, help="jobs.make_hostile_corpus's --out")
+    parser.add_argument(
+        "--corpus", required=True, help="bookindex.jobs.make_hostile_corpus's --out"
+    )
     parser.add_argument("--out", required=True, help="the index to write (new or empty)")
     parser.add_argument("--bound-s", type=float, default=900.0, help="wall-clock bound")
     parser.add_argument("job_args", nargs="*", help="more index_corpus arguments (after --)")

@@ -67,6 +67,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.trees import tree_module
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS_GLOBS = {
     "hips": "hips/PDFs/*.pdf",
@@ -177,8 +179,8 @@ def run_bookindex(
     ``section_filters``: a run's ``index.section_filter`` when not the default (learned)."""
     import ray
 
-    from operators.config import BookindexConfig, IndexConfig
-    from pipelines.index_pipeline import run_index
+    from bookindex.operators.config import BookindexConfig, IndexConfig
+    from bookindex.pipelines.index_pipeline import run_index
 
     log("starting Ray (num_cpus=2) ...")
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -240,20 +242,20 @@ def child(spec_path: str) -> None:
 
     with open(spec_path) as f:
         spec = json.load(f)
-    from pipelines.index_pipeline import run_index
+    pipeline = tree_module("pipelines.index_pipeline")  # the tree's own code (benchmarks/trees.py)
+    run_index = pipeline.run_index
 
     try:
-        from operators.config import BookindexConfig, IndexConfig
+        config = tree_module("operators.config")
 
         def options(kind: str):
-            index = IndexConfig(parse_workers=2, enrich=spec["enrich"], section_filter=kind)
-            return BookindexConfig(index=index)
+            index = config.IndexConfig(parse_workers=2, enrich=spec["enrich"], section_filter=kind)
+            return config.BookindexConfig(index=index)
 
     except ImportError:  # a tree from before the typed configuration: its own (rules) filter
-        from pipelines.index_pipeline import IndexOptions
 
         def options(kind: str):
-            return IndexOptions(parse_workers=2, enrich=spec["enrich"])
+            return pipeline.IndexOptions(parse_workers=2, enrich=spec["enrich"])
 
     scratch = Path(spec["scratch"])
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -356,8 +358,8 @@ def parse_and_assemble(pdf: Path, section_filter: str = "learned") -> int:
     """One document through parse + assemble (the pipeline's stages, no Ray); its page count."""
     import pymupdf
 
-    from operators.parsing.parse import document_metadata, parse_pages
-    from operators.structure.assemble import assemble_document
+    from bookindex.operators.parsing.parse import document_metadata, parse_pages
+    from bookindex.operators.structure.assemble import assemble_document
 
     with pymupdf.open(pdf, filetype="pdf") as doc:
         meta = document_metadata(doc)

@@ -18,10 +18,10 @@ import argparse
 import json
 import time
 
-from operators.config import BookindexConfig
-from operators.eval.pdf_qa import score_unit_list
-from operators.eval.progress import Progress
-from operators.query import ladrag
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.eval.pdf_qa import score_unit_list
+from bookindex.operators.eval.progress import Progress
+from bookindex.operators.query import ladrag
 
 POLICIES = {"search": ladrag.search_policy, "structural": ladrag.offline_policy}
 KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio", "span_recall")
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=1, help="every Nth question (a sample)")
     parser.add_argument("--start", type=int, default=0, help="the sample's first question")
     args = parser.parse_args(argv)
-    from pipelines.store.reader import open_engine
+    from bookindex.pipelines.store.reader import open_engine
 
     with open(args.questions, encoding="utf-8") as handle:
         questions = [json.loads(line) for line in handle if line.strip()]

@@ -27,14 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-from operators.config import add_config_arguments, config_from_args
-from operators.eval.heading_gold import aggregate, iter_corpus, score, shared_data_dir
+from bookindex.operators.config import add_config_arguments, config_from_args
+from bookindex.operators.eval.heading_gold import aggregate, iter_corpus, score, shared_data_dir
 
 METHODS = ("base", "llm")
 
 
 def _headings(blocks, meta: dict, use_outline: bool, section_filter) -> list[tuple]:
-    from operators.structure.assemble import structure_blocks
+    from bookindex.operators.structure.assemble import structure_blocks
 
     blocks = copy.deepcopy(blocks)  # structure_blocks retypes the blocks in place
     _, headings = structure_blocks(
@@ -47,9 +47,9 @@ def run_book(pdf: Path, gold: list, backend, use_outline: bool, batch_size: int)
     """Both methods on one book: scores, seconds, and the refiner's calls and errors."""
     import pymupdf
 
-    from operators.parsing.parse import document_metadata, parse_pages
-    from operators.structure.llm_refiner import LLMSectionFilter
-    from operators.structure.outline_filter import choose_filter
+    from bookindex.operators.parsing.parse import document_metadata, parse_pages
+    from bookindex.operators.structure.llm_refiner import LLMSectionFilter
+    from bookindex.operators.structure.outline_filter import choose_filter
 
     with pymupdf.open(str(pdf)) as doc:
         meta = document_metadata(doc)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", dest="json_out", default=None, help="write results JSON here")
     args = ap.parse_args(argv)
 
-    from operators.models import ModelError, load_backend
+    from bookindex.operators.models import ModelError, load_backend
 
     models = {}
     if args.model_config:

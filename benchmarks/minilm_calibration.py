@@ -8,7 +8,7 @@ come from running the float model over these texts once, at export. They are Hot
 (../shared/data/multihop/hotpotqa, Wikipedia text, CC BY-SA 4.0) — every length the enrich
 stage embeds: the first ``--passages`` passages as "title text", their sentences, and the titles
 (entity names) of the next ``--titles`` passages. HotpotQA, so that MuSiQue and MMLongBench,
-on which the vectors are checked (README, Enrich throughput), stay out of the calibration.
+on which the vectors are checked (docs/results.md, enrich throughput), stay out of the calibration.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from operators.graph.entity_linking import sentences
-from operators.models.onnx_embedder import CALIBRATION
-from operators.structure.passages import read_passages
+from bookindex.operators.graph.entity_linking import sentences
+from bookindex.operators.models.onnx_embedder import CALIBRATION
+from bookindex.operators.structure.passages import read_passages
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from pipelines.model_host import ModelHost, from_ipc, to_ipc
+from bookindex.pipelines.model_host import ModelHost, from_ipc, to_ipc
 
 WIDTH = 384
 

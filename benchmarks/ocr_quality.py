@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pymupdf
 
-from operators.eval.heading_gold import hips_dir, load_hips_gold, score, shared_data_dir
-from operators.eval.ocr_quality import (
+from bookindex.operators.eval.heading_gold import hips_dir, load_hips_gold, score, shared_data_dir
+from bookindex.operators.eval.ocr_quality import (
     PageCer,
     corpus_cer,
     image_only_pdf,
@@ -41,8 +41,8 @@ from operators.eval.ocr_quality import (
     page_subset_pdf,
     text_layer_words,
 )
-from operators.parsing.ocr import OcrEngine, document_blocks, render_page
-from operators.structure.assemble import section_filter_for, structure_blocks
+from bookindex.operators.parsing.ocr import OcrEngine, document_blocks, render_page
+from bookindex.operators.structure.assemble import section_filter_for, structure_blocks
 
 HEADING_BOOK = "climate-change-and-international-shipping-the-regulatory-framework-for-the-reduction-of-greenhouse-gas-emissions"
 # Held out: nothing in operators/parsing/ocr.py was adjusted while looking at this book.
@@ -71,7 +71,7 @@ class TimedEngine:
         return lines
 
     def read_page(self, page, page_no, dpi):
-        from operators.parsing.ocr import lines_to_blocks
+        from bookindex.operators.parsing.ocr import lines_to_blocks
 
         lines = self.read_lines(render_page(page, dpi), 72.0 / dpi)
         return lines_to_blocks(lines, page_no, page.rect.width, page.rect.height)
@@ -135,7 +135,7 @@ def measure_headings(engine: TimedEngine, dpi: int, size: int, book: str) -> dic
         page_subset_pdf(src, text_pdf, pages)
         image_only_pdf(text_pdf, scan_pdf, dpi)
         with pymupdf.open(text_pdf) as doc:
-            from operators.parsing.parse import parse_pages
+            from bookindex.operators.parsing.parse import parse_pages
 
             text_tree = _headings(parse_pages(doc, 0, doc.page_count).blocks, doc.page_count)
         with pymupdf.open(scan_pdf) as doc:

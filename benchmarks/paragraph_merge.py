@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pymupdf
 
-from operators.eval.hostile_corpus import run_on_paragraph
-from operators.parsing.parse import parse_pages
-from operators.parsing.probe import probe_pdf
-from operators.structure import assemble, tree
+from bookindex.operators.eval.hostile_corpus import run_on_paragraph
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.parsing.probe import probe_pdf
+from bookindex.operators.structure import assemble, tree
 
 
 def _load(path: str):

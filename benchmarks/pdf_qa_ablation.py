@@ -22,10 +22,10 @@ import json
 
 import numpy as np
 
-from operators.config import RelevanceConfig, add_config_arguments, config_from_args
-from operators.eval.qa_metrics import page_metrics
-from operators.query import bookrag, scoring
-from operators.query.engine import QueryEngine
+from bookindex.operators.config import RelevanceConfig, add_config_arguments, config_from_args
+from bookindex.operators.eval.qa_metrics import page_metrics
+from bookindex.operators.query import bookrag, scoring
+from bookindex.operators.query.engine import QueryEngine
 
 
 def ingredients(plan: RelevanceConfig) -> list[tuple[str, RelevanceConfig]]:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=None, help="evidence units (query.k)")
     add_config_arguments(parser)
     args = parser.parse_args(argv)
-    from pipelines.store.reader import open_engine
+    from bookindex.pipelines.store.reader import open_engine
 
     config = config_from_args(args, {"query": {"k": args.k}})
     engine: QueryEngine = open_engine(args.index, config)

@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray.cluster_utils import Cluster
 
-    from operators.config import BookindexConfig
-    from pipelines.enrich import EnrichStage, enrich_args
-    from pipelines.rows import from_json
-    from pipelines.structure_stage import index_documents, probe_document
+    from bookindex.operators.config import BookindexConfig
+    from bookindex.pipelines.enrich import EnrichStage, enrich_args
+    from bookindex.pipelines.rows import from_json
+    from bookindex.pipelines.structure_stage import index_documents, probe_document
 
     cluster = Cluster(
         initialize_head=True,

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 
-from operators.eval.heading_gold import Heading, hips_dir, iter_corpus, match_headings
-from operators.parsing.parse import document_metadata, parse_pages
-from operators.structure import heading_features
-from operators.structure.blocks import NEVER_HEADING, classify_blocks
-from operators.structure.outline_filter import OutlineSectionFilter
-from operators.structure.sections import (
+from bookindex.operators.eval.heading_gold import Heading, hips_dir, iter_corpus, match_headings
+from bookindex.operators.parsing.parse import document_metadata, parse_pages
+from bookindex.operators.structure import heading_features
+from bookindex.operators.structure.blocks import NEVER_HEADING, classify_blocks
+from bookindex.operators.structure.outline_filter import OutlineSectionFilter
+from bookindex.operators.structure.sections import (
     CONTINUES,
     LayoutSectionFilter,
     SectionContext,

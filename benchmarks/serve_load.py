@@ -161,7 +161,7 @@ def methods_of(value: str) -> list[str]:
 def measure(args: argparse.Namespace) -> dict:
     """Serve started here (this process's code), every method at every concurrency; with
     ``args.ingress == "direct"`` (and a checkout that has it) through Serve's direct ingress."""
-    from pipelines import serve_app
+    from bookindex.pipelines import serve_app
 
     direct = args.ingress == "direct" and hasattr(serve_app, "direct_ingress_env")
     port = free_port()
@@ -174,7 +174,7 @@ def measure(args: argparse.Namespace) -> dict:
     # a Ray of its own: never a cluster another job on this machine started (``ray start``)
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": proxy_port})
-    from operators.config import ServeConfig
+    from bookindex.operators.config import ServeConfig
 
     app_args: dict = {"index": args.index}
     if "auth" in ServeConfig.model_fields:  # a checkout with bearer tokens: 127.0.0.1 only

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from pipelines.serve_app import build_app
+    from bookindex.pipelines.serve_app import build_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

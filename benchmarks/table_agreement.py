@@ -25,7 +25,7 @@ from pathlib import Path
 import pymupdf
 
 from benchmarks.index_throughput import CORPUS_GLOBS, data_dir
-from operators.parsing.ruled_tables import cell_texts, find_ruled_tables, page_rulings
+from bookindex.operators.parsing.ruled_tables import cell_texts, find_ruled_tables, page_rulings
 
 
 def _iou(a: tuple, b: tuple) -> float:

@@ -37,14 +37,14 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.section_data import Book, code_version, headings_of, load_books
-from operators.eval.heading_gold import aggregate, score
-from operators.structure.heading_context import (
+from bookindex.operators.eval.heading_gold import aggregate, score
+from bookindex.operators.structure.heading_context import (
     ALL_FEATURE_NAMES,
     context_features,
     row_style,
     step_features,
 )
-from operators.structure.learned_filter import (
+from bookindex.operators.structure.learned_filter import (
     MODEL_FORMAT,
     MODEL_PATH,
     ROOT_REASONS,
@@ -58,12 +58,12 @@ from operators.structure.learned_filter import (
     stated_scores,
     style_consensus,
 )
-from operators.structure.sections import CONTINUES, Candidate, Decision
+from bookindex.operators.structure.sections import CONTINUES, Candidate, Decision
 
 MAX_RELATIVE_LEVEL = 6
 # learned_filter.decide_with_scores's numbering pass. "parent" was chosen over "full" and "off"
 # on the grouped CV itself (level accuracy outline off 0.486 against 0.442 and 0.475; on 0.844
-# against 0.844 and 0.841): a selection among three on the outer folds, said in the README.
+# against 0.844 and 0.841): a selection among three on the outer folds, said in the issue notes (git log -p README.md).
 NUMBERING_PASS = "parent"
 THRESHOLD = 0.5  # when there are too few books to choose one
 INNER_FOLDS = 5  # stop 8: 3 before; the stage choice on ~13-book inner models was noisy
@@ -79,7 +79,9 @@ MIN_INNER_FOLDS = 3  # fewer training books than this: no inner CV (in-sample, f
 STAGES = ("first", "second", "blend")
 # Outline off, levels are decoded jointly from the level model and a step model (the level
 # difference from the previous kept heading): ``learned_filter.viterbi_levels``.
-STEP_MODEL = False  # measured in the CV as an ablation ("step levels"): not better (README)
+STEP_MODEL = (
+    False  # measured in the CV as an ablation ("step levels"): not better (git log -p README.md)
+)
 # The modes where the kept headings of one style may share one level (``learned_filter.
 # style_consensus``): each training set decides it on its own inner CV (``_consensus_helps``,
 # the same inner groups and out-of-fold scores as the final threshold), so the outer folds'
@@ -91,7 +93,7 @@ LEVEL_CONSENSUS = ("off",)
 # models fitted without one inner group each (already fitted for the out-of-fold scores), a bag
 # over books, meant to steady held-out decisions that single models flipped when other books'
 # labels changed a little (stop 14). The CV then prints the single models beside the bag
-# ("single model" rows). Measured (README, stop 15): the bag keeps fewer headings at thresholds
+# ("single model" rows). Measured (the stop-15 issue note; git log -p README.md): the bag keeps fewer headings at thresholds
 # chosen on single models' out-of-fold scores, outline off 0.922 against 0.932, on 0.946
 # against 0.948, and scores 6 times the trees; not the default.
 BAG_INNER_MODELS = False
@@ -657,7 +659,7 @@ def _cv_fold(test: list[int], seed: int) -> tuple[dict, dict]:
                 ),
                 # outline on: the other ways to level the headings added between outline
                 # entries (learned_filter.decide_with_scores; "style" is the default, chosen
-                # over these on the outer folds: a selection among three, README)
+                # over these on the outer folds: a selection among three, git log -p README.md)
                 *(
                     (
                         f"{variant} levels-outline {mode}",

@@ -70,7 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.eval.heading_gold import (
+from bookindex.operators.eval.heading_gold import (
     CORPORA,
     Heading,
     aggregate,
@@ -128,7 +128,7 @@ def pymupdf4llm_headings(
 
 def _bookindex(use_outline: bool) -> Callable[[str], list[Heading]]:
     def run(pdf_path: str) -> list[Heading]:
-        from operators.structure.assemble import extract_headings
+        from bookindex.operators.structure.assemble import extract_headings
 
         with contextlib.redirect_stdout(sys.stderr):
             return [
@@ -149,7 +149,7 @@ METHOD_FUNCS: dict[str, Callable[[str], list[Heading]]] = {
 def bookindex_available() -> str | None:
     """None if ``operators.structure.assemble.extract_headings`` imports, else the reason it does not."""
     try:
-        from operators.structure.assemble import extract_headings  # noqa: F401
+        from bookindex.operators.structure.assemble import extract_headings  # noqa: F401
     except Exception as e:  # ImportError, or an error raised while importing the module
         return f"{type(e).__name__}: {e}"
     return None

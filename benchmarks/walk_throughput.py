@@ -64,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from benchmarks.gpu_check import make_inputs
-from operators.walks.engine import WalkEngine, make_engine
+from bookindex.operators.walks.engine import WalkEngine, make_engine
 
 
 def copy_bandwidth(n_bytes: int = 512 << 20, repeats: int = 5) -> float:
@@ -212,8 +212,8 @@ def index_graph_shape(index_dir: str) -> str:
     """The Doc-Zoom graph the retrieval engine builds from an index, in one line: documents,
     entities per document, doc–doc links per document and as a share of the documents, all
     edges. What the default synthetic graph is shaped after."""
-    from operators.config import BookindexConfig, WalkConfig
-    from pipelines.store.reader import open_engine
+    from bookindex.operators.config import BookindexConfig, WalkConfig
+    from bookindex.pipelines.store.reader import open_engine
 
     config = BookindexConfig(walk=WalkConfig(device="cpu"))
     engine = open_engine(index_dir, config).zoom.engine

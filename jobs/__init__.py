@@ -1,2 +1,3 @@
-"""Command-line entry points (``python -m jobs.<name>``): thin CLIs over the typed configuration
-of ``operators.config`` (docs/architecture.md §2)."""
+"""The commands behind ``bookindex <command>`` (``bookindex/cli.py``; each also runs as
+``python -m bookindex.jobs.<name>``): thin CLIs over the typed configuration of
+``operators.config`` (docs/architecture.md §2), their output through ``jobs.console``."""

@@ -1,11 +1,13 @@
-"""Evaluate retrieval on a passage QA set or a PDF QA set (the canonical formats of
-../shared/data/README.md).
+"""``bookindex eval``: evaluate retrieval on a passage QA set or a PDF QA set (the canonical
+formats of ../shared/data/README.md).
 
-    python -m jobs.evaluate --corpus corpus.jsonl --questions questions.jsonl \\
+    bookindex eval --corpus corpus.jsonl --questions questions.jsonl \\
         --method zoom,bm25,dense --out DIR [--index DIR] [--limit N] [--batch 64]
-    python -m jobs.evaluate --docs DIR --questions questions.jsonl \\
+    bookindex eval --docs DIR --questions questions.jsonl \\
         --method bookrag,deepread,zoom,ladrag --out DIR [--index DIR] [--k K]
     (both: [--device auto] [--config FILE] [--set SECTION.FIELD=VALUE ...])
+
+Example: ``bookindex eval --docs pdfs/ --questions questions.jsonl --out eval_out``
 
 PDF QA (``--docs``): indexes the PDFs (or reuses the index), asks every question of its own
 document with each method of the query API, and scores each method beside dense top-k with the
@@ -34,11 +36,27 @@ import sys
 import time
 from pathlib import Path
 
-from operators.config import BookindexConfig, ConfigError, add_config_arguments, config_from_args
-from operators.eval.progress import Progress
-from operators.query.registry import PASSAGE, QUERY, describe, evaluated, method_names, sees
+from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.operators.config import (
+    BookindexConfig,
+    ConfigError,
+    add_config_arguments,
+    config_from_args,
+)
+from bookindex.operators.eval.progress import Progress
+from bookindex.operators.query.registry import (
+    PASSAGE,
+    QUERY,
+    describe,
+    evaluated,
+    method_names,
+    sees,
+)
 
 KS = (2, 5, 10)
+
+
+COMMAND = "eval"  # bookindex eval
 
 
 def read_questions(path: str, limit: int | None = None, key: str = "gold_ids") -> list[dict]:
@@ -70,7 +88,13 @@ def parse_methods(value: str | None, kind: str) -> list[str] | None:
     return methods
 
 
-def write_outputs(out: Path, rows: dict[str, list[dict]], metrics: dict, report: str) -> None:
+def write_outputs(
+    out: Path,
+    rows: dict[str, list[dict]],
+    metrics: dict,
+    report: str,
+    console: Console | None = None,
+) -> None:
     """results_<method>.jsonl, metrics.json and summary.md under ``out``; the report printed."""
     for method, method_rows in rows.items():
         with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
@@ -78,7 +102,10 @@ def write_outputs(out: Path, rows: dict[str, list[dict]], metrics: dict, report:
                 handle.write(json.dumps(row) + "\n")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     (out / "summary.md").write_text(report)
-    print(report)
+    if console is None:
+        print(report)
+    else:  # the report, or with --json the metrics
+        console.result(report, metrics)
 
 
 def recall_at(ranked: list[str], gold: list[str], k: int) -> float:
@@ -123,7 +150,7 @@ def summarise(rows: list[dict]) -> dict[str, float]:
 
 def index_notes(index: Path, kind: str, methods: list[str], stale_note: str) -> str:
     """What each method saw and the index's build(s), for the summary."""
-    from pipelines import provenance
+    from bookindex.pipelines import provenance
 
     lines = ["", "What each method saw:", ""]
     lines += [f"- {method}: {sees(kind, method)}" for method in methods]
@@ -142,7 +169,7 @@ def check_build(
 ) -> tuple[BookindexConfig | None, str]:
     """The configuration to index with and a note for the summary; None when the index holds
     documents another build made and ``policy`` is "refuse" (they are printed)."""
-    from pipelines.provenance import index_staleness
+    from bookindex.pipelines.provenance import index_staleness
 
     stale = index_staleness(index, config)
     if not stale:
@@ -152,7 +179,7 @@ def check_build(
         print(f"  {uri}: {why}", file=sys.stderr)
     if policy == "refuse":
         print(
-            "refusing to evaluate a stale index: re-index it (jobs.index_corpus), or pass "
+            "refusing to evaluate a stale index: re-index it (bookindex index), or pass "
             "--stale reindex (re-index those documents now) or --stale allow (evaluate as is)",
             file=sys.stderr,
         )
@@ -181,7 +208,10 @@ def markdown(metrics: dict[str, dict], corpus: str, questions: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs.evaluate", description=__doc__)
+    return job_parser(sys.modules[__name__])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", help="passage corpus (JSONL)")
     source.add_argument("--docs", help="PDF QA: directory of the questions' PDFs")
@@ -206,20 +236,29 @@ def build_parser() -> argparse.ArgumentParser:
         "refuse (default), re-index them first, or evaluate them as they are",
     )
     add_config_arguments(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_job(sys.modules[__name__], argv)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
     try:
         config = config_from_args(args, {"walk": {"device": args.device}})
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, OSError, ValueError) as exc:
+        console.error(str(exc))
         return 2
+    for path in (args.questions, args.docs or args.corpus):
+        if not Path(path).exists():
+            console.error(f"no such file or directory: {path}")
+            return 2
+    from bookindex.pipelines.index_pipeline import show_ray_output
+
+    show_ray_output(console.verbose)
     if args.docs:
-        return main_pdf(args, config)
-    from pipelines.index_pipeline import run_index
-    from pipelines.store.reader import open_engine
+        return main_pdf(args, config, console)
+    from bookindex.pipelines.index_pipeline import run_index
+    from bookindex.pipelines.store.reader import open_engine
 
     methods = parse_methods(args.method, PASSAGE)
     if methods is None:
@@ -231,13 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     index_config, stale_note = check_build(index, config, args.stale)
     if index_config is None:
         return 2
-    summary = run_index([args.corpus], index, index_config)
-    print(summary.line())
+    summary = run_index([args.corpus], index, index_config, progress=console.progress)
+    console.note(summary.line())
     engine = open_engine(index, config)
     started = time.perf_counter()
     engine.warm_up(methods)  # once per process: models loaded, lazy indexes built
     warm_up_s = time.perf_counter() - started
-    print(f"warm-up (models, walk graph, indexes): {warm_up_s:.1f}s", file=sys.stderr)
+    console.note(f"warm-up (models, walk graph, indexes): {warm_up_s:.1f}s")
     rows = {
         method: evaluate_method(engine.retrieval, questions, method, args.batch)
         for method in methods
@@ -248,14 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     report += (
         f"\nwarm-up before the timed batches (models, walk graph, indexes): {warm_up_s:.1f} s\n"
     )
-    write_outputs(out, rows, metrics, report)
+    write_outputs(out, rows, metrics, report, console)
     return 0
 
 
-def main_pdf(args: argparse.Namespace, config: BookindexConfig) -> int:
-    from operators.eval.pdf_qa import evaluate_pdf_method, pdf_markdown, summarise_pdf
-    from pipelines.index_pipeline import run_index
-    from pipelines.store.reader import open_engine
+def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console) -> int:
+    from bookindex.operators.eval.pdf_qa import evaluate_pdf_method, pdf_markdown, summarise_pdf
+    from bookindex.pipelines.index_pipeline import run_index
+    from bookindex.pipelines.store.reader import open_engine
 
     methods = parse_methods(args.method, QUERY)
     if methods is None:
@@ -275,15 +314,16 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig) -> int:
     index_config, stale_note = check_build(index, config, args.stale)
     if index_config is None:
         return 2
-    summary = run_index([str(Path(args.docs) / d) for d in wanted], index, index_config)
-    print(summary.line())
+    pdfs = [str(Path(args.docs) / d) for d in wanted]
+    summary = run_index(pdfs, index, index_config, progress=console.progress)
+    console.note(summary.line())
     engine = open_engine(index, config)
     k = config.query.k if args.k is None else args.k
     rows = {method: evaluate_pdf_method(engine, questions, method, k) for method in methods}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     report = pdf_markdown(metrics, args.questions)
     report += index_notes(index, QUERY, [*methods, "dense"], stale_note)
-    write_outputs(out, rows, metrics, report)
+    write_outputs(out, rows, metrics, report, console)
     return 0
 
 

@@ -1,22 +1,22 @@
-"""Index a corpus of PDFs into Lance tables.
+"""``bookindex index``: index PDFs and passage corpora into Lance tables.
 
-    python -m jobs.index_corpus INPUT... --out DIR [--strict] [--config FILE]
-        [--set SECTION.FIELD=VALUE ...] [--force] [--keep-stale] [--no-outline] [--pages-per-task N]
-        [--workers N] [--no-enrich] [--no-ocr] [--models offline|openai|vllm] [--model-config FILE.json]
-        [--model-gpus G]
+    bookindex index INPUT... --out DIR [--strict] [--force] [--keep-stale] [--no-outline]
+        [--no-enrich] [--no-ocr] [--workers N] [--pages-per-task N] [--models offline|openai|vllm]
+        [--model-config FILE.json] [--model-gpus G] [--config FILE] [--set SECTION.FIELD=VALUE ...]
+        [--json] [--quiet] [--verbose]
 
-INPUT may be directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is
-a passage corpus (one ``{"id", "title", "text"}`` per line, each passage a document).
-Configuration (``operators.config``; ``python -m jobs.show_config`` lists every field): the
+INPUT: directories (searched recursively for *.pdf), files or globs; a ``.jsonl`` file is a
+passage corpus (one ``{"id", "title", "text"}`` per line, each passage a document). A re-run
+indexes only new or changed files. Configuration (``bookindex config`` lists every field): the
 defaults, then ``--config FILE``, then ``BOOKINDEX_*`` environment variables, then ``--set``,
-then the named flags, each a field of the index or models section (``--workers`` is
-``index.parse_workers``, ``--model-config`` a JSON file of models fields). Models: the offline
-CPU default, or an OpenAI-compatible endpoint / vLLM. Runs locally (a local Ray is started) or
-on a cluster via ``ray job submit --working-dir . -- python -m jobs.index_corpus``. Exits 0
-with a summary; with --strict, exits 1 when any input failed; 2 on a configuration or an output
-directory that cannot work (checked before any work, without loading a model: ``--out`` must be
-new, empty or an undamaged index, and writable); 3 when another index job holds the index's
-lock (``--set index.lock_wait_s=SECONDS`` waits for it).
+then the named flags. On a cluster: ``ray job submit -- bookindex index ...`` (docs/cluster.md).
+
+Exit codes: 0 done (a bad file is a failure row, never a failed job); 1 with ``--strict`` when an
+input failed; 2 an input that names nothing, inputs without any PDF or JSONL file, or a
+configuration or ``--out`` that cannot work (all checked before any work); 3 another job holds
+the index's lock (``--set index.lock_wait_s=SECONDS`` waits for it).
+
+Example: ``bookindex index papers/ extra.pdf --out my_index``
 """
 
 from __future__ import annotations
@@ -26,16 +26,27 @@ import json
 import sys
 from typing import Any
 
-from operators.config import BACKENDS, ConfigError, add_config_arguments, config_from_args
-from operators.models import ModelError
-from pipelines.index_pipeline import run_index
-from pipelines.store.index_lock import IndexLocked
+from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.operators.config import BACKENDS, ConfigError, add_config_arguments, config_from_args
+from bookindex.operators.models import ModelError
+from bookindex.operators.parsing.discovery import unusable_inputs
+from bookindex.pipelines.index_pipeline import run_index, show_ray_output
+from bookindex.pipelines.store.index_dir import check_index_dir
+from bookindex.pipelines.store.index_lock import IndexLocked
+
+COMMAND = "index"  # bookindex index
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs.index_corpus", description=__doc__)
-    parser.add_argument("inputs", nargs="+", help="directories, PDF files or globs")
-    parser.add_argument("--out", required=True, help="index directory (Lance tables)")
+    return job_parser(sys.modules[__name__])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The index command's arguments (its parser, or ``bookindex index``'s)."""
+    parser.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="directories, PDF or .jsonl files, or globs"
+    )
+    parser.add_argument("--out", required=True, help="the index directory (Lance tables)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if any input failed")
     add_config_arguments(parser)
     # Named flags: each sets one configuration field; not given (None), it leaves it alone.
@@ -66,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--models", choices=BACKENDS, help="models.backend")
     flag("--model-config", help="a JSON file of models fields (operators.config.ModelConfig)")
     flag("--model-gpus", type=float, help="index.model_gpus: GPUs per model worker")
-    return parser
 
 
 def flag_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -91,32 +101,63 @@ def flag_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_job(sys.modules[__name__], argv)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Index the inputs; the exit code (module docstring)."""
+    try:
+        check_index_dir(args.out, tables=False)  # --out first: a file, not writable, ...
+    except ConfigError as exc:
+        console.error(str(exc))
+        return 2
+    problem = unusable_inputs(args.inputs)
+    if problem:
+        console.error(problem)
+        return 2
     try:
         config = config_from_args(args, flag_values(args))
-        summary = run_index(args.inputs, args.out, config)
+    except (ConfigError, ModelError, OSError, ValueError) as exc:
+        console.error(str(exc))
+        return 2
+    show_ray_output(console.verbose)
+    try:
+        with console.libraries_to_log("index"):
+            try:
+                summary = run_index(args.inputs, args.out, config, progress=console.progress)
+            except BaseException:
+                console.failed = True
+                raise
     except (ConfigError, ModelError) as exc:
-        print(f"index_corpus: {exc}", file=sys.stderr)
+        console.error(str(exc))
         return 2
     except IndexLocked as exc:
-        print(f"index_corpus: {exc}", file=sys.stderr)
+        console.error(str(exc))
         return 3
     for note in summary.lock_notes:
-        print(f"index_corpus: {note}", file=sys.stderr)
+        console.note(note)
     for failure in summary.failures:
-        print(f"  {failure['stage']:>8}  {failure['uri']}: {failure['error']}", file=sys.stderr)
+        console.note(
+            f"  {failure['stage']:>8}  {one_line(failure['uri'])}: {one_line(failure['error'])}"
+        )
     for uri, why in list(summary.stale.items())[:10]:
-        print(f"  built otherwise: {uri}: {why}", file=sys.stderr)
+        console.note(f"  built otherwise: {one_line(uri)}: {why}")
     if summary.stale_kept:
-        print(
-            f"warning: {summary.stale_kept} document(s) were indexed by another build and kept "
-            "(--keep-stale); their rows are not what this build makes",
-            file=sys.stderr,
+        console.warn(
+            f"{summary.stale_kept} document(s) were indexed by another build and kept "
+            "(--keep-stale); their rows are not what this build makes"
         )
     if summary.rebuilt:
-        print(f"{summary.rebuilt} document(s) indexed by another build were re-indexed")
-    print(summary.line())
+        console.note(f"{summary.rebuilt} document(s) indexed by another build were re-indexed")
+    data = {"index": str(args.out), **summary.counts(), "failures": summary.failures}
+    console.result(summary.line(), data)
     return 1 if args.strict and summary.failures else 0
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters (a newline in a file name) written as escapes, so
+    that one failure is one printed line."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
 
 
 if __name__ == "__main__":

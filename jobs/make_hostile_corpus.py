@@ -1,11 +1,11 @@
 """Write the hostile-input corpus (operators/eval/hostile_corpus.py) beside good inputs.
 
-Usage: ``python -m jobs.make_hostile_corpus --out DIR [--reduced] [--shared-data DIR]``
+Usage: ``python -m bookindex.jobs.make_hostile_corpus --out DIR [--reduced] [--shared-data DIR]``
 
 The good inputs come from the shared data (never copied into the repository): the PDFs of
 ``GOOD_PDFS`` (all of them; ``--reduced``: the first two) and the first HotpotQA passages. Then
-index it, e.g. ``python -m jobs.index_corpus DIR/pdfs DIR/passages.jsonl --out INDEX``: every
-good input indexed, every bad one a failed row or failure row with its reason (README).
+index it, e.g. ``bookindex index DIR/pdfs DIR/passages.jsonl --out INDEX``: every
+good input indexed, every bad one a failed row or failure row with its reason (docs/indexing.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from operators.eval.hostile_corpus import build_hostile_corpus
+from bookindex.operators.eval.hostile_corpus import build_hostile_corpus
 
 GOOD_PDFS = (
     "pdf_fixtures/pypdf/pdflatex-outline.pdf",

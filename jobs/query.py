@@ -1,14 +1,22 @@
-"""Ask an index a question.
+"""``bookindex ask``: ask an index one question or many, in one process.
 
-    python -m jobs.query "How many tables are in Section 3?" --index DIR \\
-        [--method auto|bookrag|deepread|zoom|ladrag|dense|bookrag_paper] [--doc NAME] [--k K]
-        [--json] [--models offline|openai|vllm] [--model-config FILE.json] [--device auto]
-        [--config FILE] [--set SECTION.FIELD=VALUE ...]
+    bookindex ask QUESTION... --index DIR [--file FILE] [--method auto|bookrag|deepread|zoom|
+        ladrag|dense|bookrag_paper] [--doc NAME] [--k K] [--models offline|openai|vllm]
+        [--model-config FILE.json] [--device auto|cpu|gpu] [--config FILE]
+        [--set SECTION.FIELD=VALUE ...] [--json] [--quiet] [--verbose]
 
-Prints the answer (extractive with the offline models), the evidence with document, page,
-sec_id, para_idx and score, the plan or tool trace and the timings; ``--json`` prints the whole
-result object (the same one ``POST /query`` returns). Exits 0 when the question was answered
-or found nothing, 2 when the request itself was bad (empty question, unknown method or doc).
+Questions come from the arguments, from ``--file`` (one a line; ``-`` reads standard input) or,
+with neither, from standard input when it is not a terminal. The index and the models load
+once; the questions are answered as one batch (``QueryEngine.answer_many``). Each answer prints
+with its evidence: document, page, section (``sec_id``), paragraph (``para_idx``), kind and
+score, then the plan or tool trace and the timings. ``--json`` prints one JSON object a line
+per question: the object ``POST /query`` returns. ``--doc`` takes a file name, a title or a
+doc_id (12 characters of it suffice).
+
+Exit codes: 0 every question answered or found nothing; 2 a bad request (no index there, an
+empty question, an unknown method or document, a method the index lacks the inputs of).
+
+Example: ``bookindex ask "How many tables are in Chapter 2?" --index my_index``
 """
 
 from __future__ import annotations
@@ -17,26 +25,50 @@ import argparse
 import json
 import sys
 
-from operators.config import ConfigError, add_config_arguments, config_from_args
-from operators.models import BACKENDS
-from operators.query.registry import QUERY, QUERY_METHODS, describe
+from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.operators.config import ConfigError, add_config_arguments, config_from_args
+from bookindex.operators.models import BACKENDS, ModelError
+from bookindex.operators.query.registry import QUERY, QUERY_METHODS, describe
 
-BAD_REQUEST_PREFIXES = ("the question", "unknown method", "no document", "k must", "the index")
+# a result's error that says the request itself was bad (exit 2), not that nothing matched
+BAD_REQUEST_PREFIXES = (
+    "the question",
+    "unknown method",
+    "no document",
+    "more than one document",
+    "k must",
+    "the index",
+)
+
+
+COMMAND = "ask"  # bookindex ask
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs.query", description=__doc__)
-    parser.add_argument("question", help="the question")
-    parser.add_argument("--index", required=True, help="index directory")
-    parser.add_argument("--method", choices=QUERY_METHODS, default="auto", help=describe(QUERY))
-    parser.add_argument("--doc", default=None, help="ask inside one document (file name)")
-    parser.add_argument("--k", type=int, default=None, help="evidence units (default query.k)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--models", choices=BACKENDS, default=None, help="model backend")
-    parser.add_argument("--model-config", default=None, help="JSON file of ModelConfig fields")
-    parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
+    return job_parser(sys.modules[__name__])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("questions", nargs="*", metavar="QUESTION", help="one or more questions")
+    parser.add_argument("--index", required=True, help="the index directory")
+    parser.add_argument(
+        "--file", default=None, help="more questions, one a line (- reads standard input)"
+    )
+    parser.add_argument(
+        "--method", choices=QUERY_METHODS, default="auto", help="default auto. " + describe(QUERY)
+    )
+    parser.add_argument(
+        "--doc", default=None, help="ask inside one document: its file name, title or doc_id"
+    )
+    parser.add_argument("--k", type=int, default=None, help="evidence units (default query.k: 5)")
+    parser.add_argument(
+        "--models", choices=BACKENDS, default=None, help="model backend (default offline)"
+    )
+    parser.add_argument("--model-config", default=None, help="a JSON file of models fields")
+    parser.add_argument(
+        "--device", default=None, help="the ZoomRAG walk engine: auto (default), cpu or gpu"
+    )
     add_config_arguments(parser)
-    return parser
 
 
 def render(result: dict) -> str:
@@ -57,24 +89,71 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from pipelines.store.reader import open_engine
+def read_questions(args: argparse.Namespace) -> list[str]:
+    """The questions of the arguments, then of ``--file`` (or of a piped standard input)."""
+    questions = list(args.questions)
+    source = args.file
+    if source is None and not questions and not sys.stdin.isatty():
+        source = "-"
+    if source == "-":
+        questions += [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    elif source is not None:
+        with open(source, encoding="utf-8") as handle:
+            questions += [line.rstrip("\n") for line in handle if line.strip()]
+    return questions
 
-    models = {}
-    if args.model_config:
-        with open(args.model_config, encoding="utf-8") as handle:
-            models = json.load(handle)
-    models["backend"] = args.models
+
+def main(argv: list[str] | None = None) -> int:
+    return run_job(sys.modules[__name__], argv)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
     try:
-        config = config_from_args(args, {"models": models, "walk": {"device": args.device}})
-        engine = open_engine(args.index, config)
-    except (ConfigError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        questions = read_questions(args)
+    except OSError as exc:
+        console.error(f"cannot read the questions: {exc}")
         return 2
-    result = engine.answer(args.question, args.method, args.doc, args.k)
-    print(json.dumps(result, indent=2) if args.json else render(result))
-    bad = result["error"] and result["error"].startswith(BAD_REQUEST_PREFIXES)
+    if not questions:
+        console.error("no question: give one or more, --file FILE, or pipe them in")
+        return 2
+    models = {}
+    try:
+        if args.model_config:
+            with open(args.model_config, encoding="utf-8") as handle:
+                models = json.load(handle)
+        models["backend"] = args.models
+        config = config_from_args(args, {"models": models, "walk": {"device": args.device}})
+    except (ConfigError, OSError, ValueError) as exc:
+        console.error(str(exc))
+        return 2
+    from bookindex.pipelines.store.catalog import check_index
+
+    try:
+        check_index(args.index)  # before any model loads; nothing is created
+    except FileNotFoundError as exc:
+        console.error(str(exc))
+        return 2
+    with console.libraries_to_log("ask"):
+        from bookindex.pipelines.store.reader import open_engine
+
+        try:
+            engine = open_engine(args.index, config)
+        except (FileNotFoundError, ModelError) as exc:
+            console.failed = True
+            console.error(str(exc))
+            return 2
+        requests = [
+            {"question": q, "method": args.method, "doc": args.doc, "k": args.k} for q in questions
+        ]
+        results = engine.answer_many(requests)
+    bad = False
+    for number, result in enumerate(results, 1):
+        if console.json_out:
+            print(json.dumps(result), file=console.out, flush=True)
+        else:
+            header = f"[{number}/{len(results)}] {result['question']}\n" if len(results) > 1 else ""
+            console.result(header + render(result) + ("\n" if number < len(results) else ""))
+        bad = bad or bool(result["error"] and result["error"].startswith(BAD_REQUEST_PREFIXES))
     return 2 if bad else 0
 
 

@@ -1,9 +1,14 @@
-"""Print the configuration a job would run with: every field, its value and what it means.
+"""``bookindex config``: the configuration a command would run with: every field, its value and
+what it means.
 
-    python -m jobs.show_config [--config FILE] [--set SECTION.FIELD=VALUE ...] [--json]
+    bookindex config [--config FILE] [--set SECTION.FIELD=VALUE ...] [--json] [--markdown]
 
 Values come from the defaults, the file, ``BOOKINDEX_<SECTION>__<FIELD>`` variables and
-``--set``, in that order (operators/config.py; docs/architecture.md §2).
+``--set``, in that order (``operators/config.py``). ``--markdown`` prints the reference of every
+field with its default instead (docs/configuration.md is that output). The API key is never
+printed.
+
+Example: ``bookindex config --set walk.alpha=0.7``
 """
 
 from __future__ import annotations
@@ -12,25 +17,50 @@ import argparse
 import json
 import sys
 
-from operators.config import ConfigError, add_config_arguments, config_from_args, describe
+from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.operators.config import (
+    ConfigError,
+    add_config_arguments,
+    config_from_args,
+    describe,
+    markdown_reference,
+)
+
+COMMAND = "config"  # bookindex config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return job_parser(sys.modules[__name__])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="the reference of every field and its default, as Markdown",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.show_config", description=__doc__)
-    add_config_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the values as JSON")
-    args = parser.parse_args(argv)
+    return run_job(sys.modules[__name__], argv)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if args.markdown:
+        console.out.write(markdown_reference())
+        return 0
     try:
         config = config_from_args(args)
     except (ConfigError, OSError, ValueError) as exc:
-        print(exc, file=sys.stderr)
+        console.error(str(exc))
         return 2
-    if args.json:
-        values = config.model_dump(mode="json")
-        values["models"]["api_key"] = ""
-        print(json.dumps(values, indent=2))
+    values = config.model_dump(mode="json")
+    values["models"]["api_key"] = ""
+    if console.json_out:
+        print(json.dumps(values, indent=2), file=console.out)
     else:
-        print(describe(config))
+        console.result(describe(config))
     return 0
 
 

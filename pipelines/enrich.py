@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from operators.kinds import FAILED
-from operators.parsing.isolation import Isolated
-from pipelines.model_host import ModelHost
-from pipelines.rows import ray_node_id
+from bookindex.operators.kinds import FAILED
+from bookindex.operators.parsing.isolation import Isolated
+from bookindex.pipelines.model_host import ModelHost
+from bookindex.pipelines.rows import ray_node_id
 
 if TYPE_CHECKING:
-    from operators.config import BookindexConfig
+    from bookindex.operators.config import BookindexConfig
 
 # Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
 # (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
 # 3: a passage's sentence vectors are read from its paragraph's run (enrich_worker.embed_batch).
 BUILD_VERSION = 3
-WORKER = "pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
+WORKER = "bookindex.pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
 
 
 class EnrichStage:
@@ -74,7 +74,9 @@ def enrich_args(
     document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
     ``index.task_retries`` retries of a crash;
     ``answers``: the rows carry the model's answers (pipelines/model_requests.py)."""
-    from pipelines.model_stage import model_stage_args  # the driver's (models, configuration)
+    from bookindex.pipelines.model_stage import (
+        model_stage_args,  # the driver's (models, configuration)
+    )
 
     args = model_stage_args(
         config,

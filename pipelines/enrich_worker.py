@@ -15,28 +15,28 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from operators.config import ModelConfig, ResolverConfig
-from operators.graph.entities import (
+from bookindex.operators.config import ModelConfig, ResolverConfig
+from bookindex.operators.graph.entities import (
     NodeExtraction,
     extract_document,
     extract_documents,
     node_text,
 )
-from operators.graph.entity_linking import chunk_sentences, sentence_spans
-from operators.graph.entity_sets import resolve_document
-from operators.graph.resolution import SelectionPhase, model_selector
-from operators.kinds import FAILED, LEAF_KINDS, ROOT, SECTION
-from operators.models import (
+from bookindex.operators.graph.entity_linking import chunk_sentences, sentence_spans
+from bookindex.operators.graph.entity_sets import resolve_document
+from bookindex.operators.graph.resolution import SelectionPhase, model_selector
+from bookindex.operators.kinds import FAILED, LEAF_KINDS, ROOT, SECTION
+from bookindex.operators.models import (
     ModelError,
     entities_from_answer,
     is_generative,
     load_backend,
     load_reranker,
 )
-from pipelines.er_selection import entity_columns, stash_columns
-from pipelines.model_stage import ModelStage
-from pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
-from pipelines.run_stats import peak_memory_mb
+from bookindex.pipelines.er_selection import entity_columns, stash_columns
+from bookindex.pipelines.model_stage import ModelStage
+from bookindex.pipelines.rows import encode_vectors, from_json, ray_node_id, to_json
+from bookindex.pipelines.run_stats import peak_memory_mb
 
 ENTITY_ANSWERS = "llm_entities"  # pipelines/model_requests.py
 _EMBED_TEXT_CHARS = 2000
@@ -127,6 +127,8 @@ class EnrichWorker(ModelStage):
                 f"and the index holds {width}-dimensional ones"
             )
         self.info = {"dim": self.backend.dim}
+        record = getattr(self.backend, "runtime_record", None)  # the offline embedder's
+        self._runtime = record() if record is not None else {}
         self.resolver = ResolverConfig(**resolver)
         self.select = (
             model_selector(self.backend) if is_generative(self.backend) and not answers else None
@@ -284,6 +286,7 @@ class EnrichWorker(ModelStage):
             nodes=to_json(nodes),  # with the figure descriptions, when a VLM made them
             node_vectors=encode_vectors(vectors),
             vector_width=self.backend.dim,
+            embed_runtime=to_json(self._runtime),
             stage_timings=to_json(timings),
             stage_nodes=to_json(dict(from_json(row.get("stage_nodes"), {}), enrich=self.node)),
             **graph,

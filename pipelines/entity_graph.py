@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.config import BookindexConfig, ModelConfig, ResolverConfig
-from operators.graph.entity_sets import CorpusEntities
-from operators.graph.resolution import SelectionPhase, relabel_answered
-from operators.kinds import FAILED
-from operators.models import load_reranker
-from pipelines.rows import decode_vectors, from_json
-from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES
+from bookindex.operators.config import BookindexConfig, ModelConfig, ResolverConfig
+from bookindex.operators.graph.entity_sets import CorpusEntities
+from bookindex.operators.graph.resolution import SelectionPhase, relabel_answered
+from bookindex.operators.kinds import FAILED
+from bookindex.operators.models import load_reranker
+from bookindex.pipelines.rows import decode_vectors, from_json
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import ENTITIES
 
 
 class CorpusResolver:
@@ -95,7 +95,7 @@ def resolve_corpus(
         index_dir, doc_rows, dim, config, batch_entities, answers
     )
     if asked:
-        from pipelines.er_selection import ask_selections
+        from bookindex.pipelines.er_selection import ask_selections
 
         answers, failed = ask_selections(asked.asked, config)
         for doc_id, why in failed:

@@ -29,13 +29,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.config import BookindexConfig, ModelConfig, ResolverConfig
-from operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
-from operators.graph.entity_sets import DocumentEntities, resolve_document
-from operators.graph.resolution import SelectionPhase
-from operators.models import load_reranker
-from pipelines.model_stage import actor_pool, bounded_retries
-from pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
+from bookindex.operators.config import BookindexConfig, ModelConfig, ResolverConfig
+from bookindex.operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
+from bookindex.operators.graph.entity_sets import DocumentEntities, resolve_document
+from bookindex.operators.graph.resolution import SelectionPhase
+from bookindex.operators.models import load_reranker
+from bookindex.pipelines.model_stage import actor_pool, bounded_retries
+from bookindex.pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
 
 STASH = ("er_requests", "er_extraction", "er_name_vectors")
 
@@ -191,6 +191,6 @@ def _requests(dataset, config: BookindexConfig):
     """``model_requests.run_requests`` for the selections, imported here: the enrich stage's
     model process imports this module for its columns, and model_requests imports the
     structure stage (PyMuPDF, the section model): seconds of every worker's start-up."""
-    from pipelines.model_requests import SELECTIONS, run_requests
+    from bookindex.pipelines.model_requests import SELECTIONS, run_requests
 
     return run_requests(dataset, config, SELECTIONS)

@@ -32,6 +32,7 @@ One bad file becomes a failed document row and a failures row; it never fails th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -41,25 +42,38 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from operators.config import BookindexConfig, ConfigError
-from operators.kinds import FAILED, NEEDS_OCR
-from operators.models import check_config, embedding_width
-from operators.parsing.discovery import discover
-from operators.parsing.probe import InputFile, Problem, identify
-from operators.structure.passages import Passage, is_passage_file, read_passages
-from pipelines import provenance
-from pipelines.enrich import EnrichStage, enrich_args
-from pipelines.er_selection import document_selections
-from pipelines.model_requests import model_answers
-from pipelines.model_stage import bounded_retries
-from pipelines.ocr_stage import OcrStage, nothing_to_read, ocr_args, ocr_tasks, text_ranges
-from pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
-from pipelines.run_stats import DriverPhases, build_stats, summary_line, write_stats
-from pipelines.store import fragments, lance_store, recovery
-from pipelines.store.index_dir import check_index_dir
-from pipelines.store.index_lock import IndexLock
-from pipelines.store.layout_graph_store import backfill_layout_graph, graph_tables
-from pipelines.store.schemas import (
+from bookindex.operators.config import BookindexConfig, ConfigError
+from bookindex.operators.kinds import FAILED, NEEDS_OCR
+from bookindex.operators.models import check_config, embedding_width
+from bookindex.operators.parsing.discovery import discover
+from bookindex.operators.parsing.probe import InputFile, Problem, identify
+from bookindex.operators.structure.passages import Passage, is_passage_file, read_passages
+from bookindex.pipelines import provenance
+from bookindex.pipelines.enrich import EnrichStage, enrich_args
+from bookindex.pipelines.er_selection import document_selections
+from bookindex.pipelines.model_requests import model_answers
+from bookindex.pipelines.model_stage import bounded_retries
+from bookindex.pipelines.ocr_stage import (
+    OcrStage,
+    nothing_to_read,
+    ocr_args,
+    ocr_tasks,
+    text_ranges,
+)
+from bookindex.pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
+from bookindex.pipelines.run_stats import (
+    DriverPhases,
+    ProgressListener,
+    StageProgress,
+    build_stats,
+    summary_line,
+    write_stats,
+)
+from bookindex.pipelines.store import fragments, lance_store, recovery
+from bookindex.pipelines.store.index_dir import check_index_dir
+from bookindex.pipelines.store.index_lock import IndexLock
+from bookindex.pipelines.store.layout_graph_store import backfill_layout_graph, graph_tables
+from bookindex.pipelines.store.schemas import (
     COMMUNITIES,
     DOCUMENTS,
     EDGES,
@@ -72,7 +86,7 @@ from pipelines.store.schemas import (
     edges_schema,
     nodes_schema,
 )
-from pipelines.structure_stage import (
+from bookindex.pipelines.structure_stage import (
     Limits,
     pack,
     parse_range,
@@ -118,11 +132,26 @@ def _now() -> datetime:
 # ---- the job ----------------------------------------------------------------------------------
 
 
+# Ray's own output in this process (``show_ray_output``): its log lines below ERROR and Ray
+# Data's progress bars. The command line turns it off unless --verbose.
+_RAY_OUTPUT = {"shown": True}
+
+
+def show_ray_output(shown: bool) -> None:
+    """Whether the Ray this process starts logs below ERROR and shows Ray Data's progress bars
+    (the job's own progress goes to its ``progress`` listener either way)."""
+    _RAY_OUTPUT["shown"] = shown
+
+
 def run_index(
-    inputs: list[str], out_dir: str | Path, config: BookindexConfig | None = None
+    inputs: list[str],
+    out_dir: str | Path,
+    config: BookindexConfig | None = None,
+    progress: ProgressListener | None = None,
 ) -> Summary:
     """Index ``inputs`` (directories, files, globs) into the Lance tables under ``out_dir``,
-    as ``config`` says (its index, models and resolver sections; the defaults when None)."""
+    as ``config`` says (its index, models and resolver sections; the defaults when None).
+    ``progress`` hears each stage's documents done and its end (``run_stats.StageProgress``)."""
     config = config or BookindexConfig()
     started = time.perf_counter()
     # Before any work: --out a file, not writable, neither empty nor an index; the model
@@ -137,7 +166,7 @@ def run_index(
         uncreated = recovery.remove_uncommitted_tables(out_dir)  # a killed job's first write
         check_index_dir(out_dir)
         width = check_index_config(config, out_dir)
-        summary = _run_locked(inputs, out_dir, config, width, lock, uncreated)
+        summary = _run_locked(inputs, out_dir, config, width, lock, uncreated, progress)
         summary.seconds = time.perf_counter() - started
         summary.stats["summary"]["seconds"] = round(summary.seconds, 3)
         write_stats(out_dir, summary.stats)
@@ -152,11 +181,12 @@ def _run_locked(
     width: int | None,
     lock: IndexLock,
     uncreated: list[str],
+    progress: ProgressListener | None = None,
 ) -> Summary:
     """``run_index`` while this job holds the index lock (``uncreated``: the tables whose
     uncommitted first write was removed)."""
     summary = Summary()
-    driver = DriverPhases()
+    driver = DriverPhases(progress)
     with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
         recovered = recovery.recover(out_dir)
         phase.update(orphans=recovered.orphans, restored=recovered.restored)
@@ -393,8 +423,13 @@ class _RayRun:
     ) -> None:
         import ray
 
+        shown = _RAY_OUTPUT["shown"]
         if not ray.is_initialized():
-            ray.init(address=ray_address(config), include_dashboard=False, log_to_driver=False)
+            level = logging.INFO if shown else logging.ERROR
+            address = ray_address(config)
+            ray.init(
+                address=address, include_dashboard=False, log_to_driver=False, logging_level=level
+            )
         from ray.data.context import DataContext, ShuffleStrategy
 
         # The grouping moves little data (block lists of a few documents): a task-based sort
@@ -407,6 +442,9 @@ class _RayRun:
         # rows; enrich and the model processors: the documents, materialised first), so no
         # pool can hold the CPUs that the tasks feeding it wait for.
         context.op_resource_reservation_enabled = False
+        if not shown:
+            context.enable_progress_bars = False
+            logging.getLogger("ray").setLevel(logging.ERROR)
         self.ray = ray
         self.config, self.out_dir, self.driver, self.width = config, out_dir, driver, width
         self.lock = lock
@@ -428,7 +466,8 @@ class _RayRun:
                 batch_format="pyarrow",
                 **bounded_retries(self.config),
             )
-            doc_rows = written.take_all()
+            stage = "enrich" if self.config.index.enrich else "parse"
+            doc_rows = self._stream(written, stage, len(todo))
             phase["rows_out"] = len(doc_rows)
         written_fragments: dict[str, list[str]] = {NODES: [], EDGES: [], COMMUNITIES: []}
         for row in doc_rows:
@@ -458,6 +497,32 @@ class _RayRun:
         _commit(self.out_dir, doc_rows, self.config)
         return doc_rows, n_entities
 
+    def _stream(self, dataset, stage: str, total: int) -> list[dict]:
+        """The rows of ``dataset`` as its blocks finish (one streaming execution), each
+        block's documents told to the progress listener."""
+        rows: list[dict] = []
+        started, pages = time.perf_counter(), 0
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            block = batch.to_pylist()
+            rows += block
+            pages += sum(r["n_pages"] or 0 for r in block if r["status"] != FAILED)
+            elapsed = time.perf_counter() - started
+            self.driver.tell(StageProgress(stage, len(rows), total, pages, elapsed))
+        seconds = time.perf_counter() - started
+        self.driver.tell(StageProgress(stage, len(rows), total, pages, seconds, finished=True))
+        return rows
+
+    def _materialize(self, dataset, total: int, pages: int):
+        """``dataset`` materialised (the documents before the enrich actors start), the parse
+        stage's start and end told to the progress listener (``total`` documents, ``pages``
+        pages as probed)."""
+        started = time.perf_counter()
+        self.driver.tell(StageProgress("parse", 0, total))
+        dataset = dataset.materialize()
+        seconds = time.perf_counter() - started
+        self.driver.tell(StageProgress("parse", total, total, pages, seconds, finished=True))
+        return dataset
+
     def _documents(self, todo: list[InputFile], passages: dict[str, Passage]):
         """The per-document dataset: PDFs parsed and assembled, passages as they are, each
         enriched (when configured) in batches of its own size."""
@@ -468,23 +533,25 @@ class _RayRun:
             if f.doc_id not in passages
         ]
         texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
-        books = self._pdf_documents(pdfs)
-        parts = [(books, index.pdfs_per_enrich_batch)] if books is not None else []
+        books, pages = self._pdf_documents(pdfs)
+        parts = (
+            [(books, index.pdfs_per_enrich_batch, len(pdfs), pages)] if books is not None else []
+        )
         if texts:
             blocks = min(len(texts), self.workers * 4)
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
-            parts.append((passages_ds, index.passages_per_enrich_batch))
+            parts.append((passages_ds, index.passages_per_enrich_batch, len(texts), 0))
         enriched = []
         generative = self.config.models.generative
         answers = index.enrich and generative
-        for dataset, docs_per_batch in parts:
+        for dataset, docs_per_batch, total, part_pages in parts:
             if generative:  # section refiner, descriptions, entities: ray.data.llm processors
                 dataset = model_answers(dataset, self.config, self.workers, index.enrich)
             if index.enrich:
                 # The documents are materialized before the enrich actors start: a fixed pool
                 # of them can otherwise hold every CPU while the structure tasks it waits for
                 # wait for one (seen on a 2-CPU node: Ray Data's budget left them none).
-                dataset = dataset.materialize()
+                dataset = self._materialize(dataset, total, part_pages)
                 args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
                 args.update(bounded_retries(self.config, actors=True))
                 dataset = dataset.map_batches(EnrichStage, **args)
@@ -496,11 +563,12 @@ class _RayRun:
     def _pdf_documents(self, pdfs: list[dict]):
         """Probe first (page counts, status, metadata: small rows back to the driver), then
         plan: one task per book, page ranges only for books long against the run, and the
-        books with pages to OCR. One dataset of document rows (None without PDFs): its parts
-        run in one streaming execution, so that the OCR workers' start-up and the grouping
-        of the OCR books overlap the other books' tasks instead of running before them."""
+        books with pages to OCR. One dataset of document rows (None without PDFs) and the
+        pages the probe counted: its parts run in one streaming execution, so that the OCR
+        workers' start-up and the grouping of the OCR books overlap the other books' tasks
+        instead of running before them."""
         if not pdfs:
-            return None
+            return None, 0
         ray = self.ray
         limits, retries = Limits.of(self.config), bounded_retries(self.config)
         with self.driver.phase("plan", rows_in=len(pdfs)) as phase:
@@ -538,7 +606,8 @@ class _RayRun:
             parts.append(grouped.map_groups(batch_format="pyarrow", **args))
         if pages:
             parts.append(self._ocr_part(probed, scanned, pages, limit))
-        return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
+        n_pages = sum(r["n_pages"] or 0 for r in probed if r["status"] != FAILED)
+        return (parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])), n_pages
 
     def _ocr_part(self, probed: list[dict], scanned: set[str], pages: list[dict], limit: float):
         """Documents with pages to OCR: their text pages parsed (in page ranges only when the
@@ -570,8 +639,11 @@ class _RayRun:
 
     def _write_entities(self, doc_rows: list[dict]) -> int:
         """Corpus resolution (one actor), the entity tables and the search indexes."""
-        from pipelines.entity_graph import resolve_corpus
-        from pipelines.store.entity_tables import build_search_indexes, write_entity_tables
+        from bookindex.pipelines.entity_graph import resolve_corpus
+        from bookindex.pipelines.store.entity_tables import (
+            build_search_indexes,
+            write_entity_tables,
+        )
 
         n_local = sum(len(from_json(r["entities"])) for r in doc_rows)
         with self.driver.phase("resolve", rows_in=n_local) as phase:
@@ -624,7 +696,7 @@ def _document_rows(doc_rows: list[dict], config: BookindexConfig) -> list[dict]:
             "outline_used": row["outline_used"],
             "page_labels": from_json(row["page_labels"]),
             "toc": row["toc"],
-            "build": builds[row.get("source") or "pdf"],
+            "build": provenance.with_runtime(builds[row.get("source") or "pdf"], row),
             "ocr_pages": row["n_ocr_pages"],
         }
         for row in sorted(doc_rows, key=lambda r: r["uri"])

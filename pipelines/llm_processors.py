@@ -35,10 +35,10 @@ import json
 import os
 from typing import Any
 
-from operators.config import BookindexConfig
-from operators.models import ModelError
-from operators.models.structured import checked_answer
-from operators.models.vllm_local import DEFAULT_MAX_TOKENS, NEEDS_VLLM
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import ModelError
+from bookindex.operators.models.structured import checked_answer
+from bookindex.operators.models.vllm_local import DEFAULT_MAX_TOKENS, NEEDS_VLLM
 
 REQUEST_COLUMNS = ("doc_id", "node_id", "request", "attempts")
 ANSWER_COLUMNS = ("answer", "answer_error", "invalid_answer")

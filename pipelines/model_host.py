@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.parsing.isolation import Isolated, death_reason, own_process
+from bookindex.operators.parsing.isolation import Isolated, death_reason, own_process
 
 _TRACE_CHARS = 2000
 _START_POLL_S = 1.0  # how often a loading child is checked for life
@@ -67,7 +67,7 @@ class ModelHost:
         env = dict(os.environ)  # the child imports this repository's modules as the actor does
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.child = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.model_host", str(child_end.fileno())],
+            [sys.executable, "-m", "bookindex.pipelines.model_host", str(child_end.fileno())],
             pass_fds=(child_end.fileno(),),
             env=env,
             stdin=subprocess.DEVNULL,

@@ -27,22 +27,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.config import BookindexConfig
-from operators.graph.entities import node_text
-from operators.kinds import FAILED, IMAGE, TABLE
-from operators.models import entity_messages
-from operators.models.base import image_message
-from operators.models.prompts import (
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.graph.entities import node_text
+from bookindex.operators.kinds import FAILED, IMAGE, TABLE
+from bookindex.operators.models import entity_messages
+from bookindex.operators.models.base import image_message
+from bookindex.operators.models.prompts import (
     ENTITY_SCHEMA,
     IMAGE_PROMPT,
     SECTION_SCHEMA,
     SELECT_SCHEMA,
     TABLE_PROMPT,
 )
-from operators.models.structured import retry_conversation
-from pipelines.llm_processors import build_ray_processor
-from pipelines.rows import from_json, to_json
-from pipelines.structure_stage import apply_section_answers
+from bookindex.operators.models.structured import retry_conversation
+from bookindex.pipelines.llm_processors import build_ray_processor
+from bookindex.pipelines.rows import from_json, to_json
+from bookindex.pipelines.structure_stage import apply_section_answers
 
 MAX_DESCRIBED_PER_DOCUMENT = 200
 IMAGE_DPI = 150

@@ -10,10 +10,11 @@ the configuration (``operators.models.check_config``).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from operators.config import BookindexConfig, ModelConfig
-from operators.models import load_backend
+from bookindex.operators.config import BookindexConfig, ModelConfig
+from bookindex.operators.models import load_backend
 
 
 class ModelStage:
@@ -68,6 +69,11 @@ def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, 
     restarts an actor forever (-1). So the bound stays here, the one place that sets it, until
     the pinned Ray offers a named replacement."""
     bounded = config.index.task_retries
+    # the deprecation is known (above) and has no replacement in the pinned Ray: not shown to
+    # the job's user on every run
+    warnings.filterwarnings(
+        "ignore", message="`ray_remote_args` is deprecated", module="ray.data", append=False
+    )
     if actors:
         return {"max_restarts": bounded, "max_task_retries": bounded}
     return {"max_retries": bounded}

@@ -20,15 +20,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from operators.config import BookindexConfig
-from operators.kinds import FAILED, NEEDS_OCR
-from operators.parsing.isolation import Isolated
-from operators.parsing.ocr import OcrEngine
-from operators.parsing.probe import page_ranges
-from pipelines.model_host import ModelHost
-from pipelines.model_stage import actor_pool
-from pipelines.rows import from_json, to_json
-from pipelines.run_stats import peak_memory_mb
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.kinds import FAILED, NEEDS_OCR
+from bookindex.operators.parsing.isolation import Isolated
+from bookindex.operators.parsing.ocr import OcrEngine
+from bookindex.operators.parsing.probe import page_ranges
+from bookindex.pipelines.model_host import ModelHost
+from bookindex.pipelines.model_stage import actor_pool
+from bookindex.pipelines.rows import from_json, to_json
+from bookindex.pipelines.run_stats import peak_memory_mb
 
 
 def ocr_tasks(probed: list[dict]) -> list[dict]:
@@ -81,7 +81,7 @@ class OcrStage:
         retries: int = 2,
     ) -> None:
         kwargs = {"dpi": dpi, "threads": threads, "gpu": gpu}
-        self.host = ModelHost("pipelines.ocr_stage:OcrWorker", kwargs, timeout_s, retries)
+        self.host = ModelHost("bookindex.pipelines.ocr_stage:OcrWorker", kwargs, timeout_s, retries)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         return self.host.call_isolated(batch, ocr_failed)

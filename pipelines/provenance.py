@@ -34,9 +34,9 @@ A different model or option changes ``models`` / ``options`` and so the id by it
 
 A stored document whose build id differs from the run's (or that has none: indexed before
 builds were recorded) is *stale*. The index job re-indexes it (``index.stale_build="reindex"``,
-the default) or keeps it and says so (``"warn"``, ``jobs.index_corpus --keep-stale``);
-``jobs.evaluate`` refuses an index with stale documents unless told (``--stale``);
-``jobs.show_index`` prints each build. ``code`` (the git commit when there is one, and a hash
+the default) or keeps it and says so (``"warn"``, ``bookindex index --keep-stale``);
+``bookindex eval`` refuses an index with stale documents unless told (``--stale``);
+``bookindex show`` prints each build. ``code`` (the git commit when there is one, and a hash
 of the row-producing modules' source) is recorded for reading only and never compared.
 """
 
@@ -50,12 +50,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from operators.config import BookindexConfig, ModelConfig
-from operators.graph import entities, layout_graph
-from operators.models.onnx_embedder import INT8_RECIPE
-from operators.parsing import parse, probe
-from operators.structure import assemble, passages
-from pipelines import enrich
+from bookindex.operators.config import BookindexConfig, ModelConfig
+from bookindex.operators.graph import entities, layout_graph
+from bookindex.operators.models.onnx_embedder import INT8_RECIPE
+from bookindex.operators.parsing import parse, probe
+from bookindex.operators.structure import assemble, passages
+from bookindex.pipelines import enrich
+from bookindex.pipelines.rows import from_json
 
 PDF, PASSAGE = "pdf", "passage"
 # Index options that change rows, where the configuration has them; the PDF-only ones are not
@@ -146,7 +147,7 @@ def model_identity(models: ModelConfig) -> dict[str, Any]:
 def section_model_identity() -> str:
     """The learned section filter's model file: sha256 (16 hex digits), or "missing" (the
     filter then falls back to the layout rules)."""
-    from operators.structure.learned_filter import MODEL_PATH
+    from bookindex.operators.structure.learned_filter import MODEL_PATH
 
     try:
         stat = MODEL_PATH.stat()
@@ -167,6 +168,16 @@ def document_build(row: dict, config: BookindexConfig) -> str:
     """The build JSON to store with a document row (``row["source"]``: pdf or passage)."""
     record = build_record(config, row.get("source") or PDF)
     return json.dumps(record, sort_keys=True)
+
+
+def with_runtime(build: str, row: dict) -> str:
+    """A document's build JSON with ``runtime``: what embedded its rows where they were made
+    (the enrich worker's ``embed_runtime``: the runtime that ran, its device, and for int8 the
+    CPU's int8 instructions), recorded for reading like ``code``, never compared."""
+    ran = from_json(row.get("embed_runtime"), None)
+    if not ran:
+        return build
+    return json.dumps({**json.loads(build), "runtime": ran}, sort_keys=True)
 
 
 def stale_reason(stored: str | None, expected: dict[str, Any]) -> str | None:
@@ -209,8 +220,8 @@ def stale_documents(rows: list[dict], config: BookindexConfig) -> dict[str, str]
 def stored_builds(index_dir: str | Path) -> list[dict]:
     """The committed documents of an index with their builds (``doc_id``, ``uri``, ``status``,
     ``build``; ``build`` None for a document indexed before builds were recorded)."""
-    from pipelines.store import lance_store
-    from pipelines.store.schemas import DOCUMENTS
+    from bookindex.pipelines.store import lance_store
+    from bookindex.pipelines.store.schemas import DOCUMENTS
 
     if not lance_store.exists(index_dir, DOCUMENTS):
         return []

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from operators.graph.layout_graph import graph_columns
-from operators.kinds import OK
+from bookindex.operators.graph.layout_graph import graph_columns
+from bookindex.operators.kinds import OK
 
 if TYPE_CHECKING:  # the structure package imports PyMuPDF: not in a model process
-    from operators.structure.passages import Passage
+    from bookindex.operators.structure.passages import Passage
 
 # A probed document (pipelines.structure_stage.probe_document), one row per page range to parse.
 PROBE_FIELDS = {
@@ -37,7 +37,7 @@ PROBE_FIELDS = {
     "start": "first page of the range (0-based)",
     "stop": "page after the range",
     "n_pages": "pages of the document",
-    "status": "operators.kinds.DOCUMENT_STATUSES",
+    "status": "bookindex.operators.kinds.DOCUMENT_STATUSES",
     "error": "why it failed, or needs OCR",
     "warning": "a problem that did not stop it",
     "failure_stage": "open / assemble / layout_graph, when it failed",
@@ -61,7 +61,7 @@ DOCUMENT_FIELDS = {
     "uri": "the file (a passage: corpus.jsonl#id)",
     "size": "bytes",
     "n_pages": "pages (0 for a passage)",
-    "status": "operators.kinds.DOCUMENT_STATUSES",
+    "status": "bookindex.operators.kinds.DOCUMENT_STATUSES",
     "error": "why it failed, or needs OCR",
     "warning": "a problem that did not stop it",
     "failure_stage": "the stage it failed in",
@@ -98,6 +98,8 @@ ENRICH_FIELDS = {
     "leaves; operators.graph.entity_linking.chunk_sentences), or null (a PDF's nodes)",
     "sentence_vectors": "float32 bytes: one vector per counted sentence, in node order",
     "vector_width": "the width of every vector of the row (the embedder's)",
+    "embed_runtime": "JSON object: what embedded the row where it ran (the offline embedder's "
+    "runtime_record: runtime, device, int8 instructions); empty for an endpoint embedder",
     "entities": "JSON list: the entities after resolution within the document "
     "(name, type, description, aliases, node_ids, structural_key)",
     "entity_vectors": "float32 bytes: one name vector per entity",
@@ -153,7 +155,7 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
 
 def passage_document_row(passage: Passage) -> dict:
     """The document row of a JSONL passage (the same fields as a parsed PDF's)."""
-    from operators.structure.passages import passage_nodes
+    from bookindex.operators.structure.passages import passage_nodes
 
     nodes, toc = passage_nodes(passage)
     node_dicts = [asdict(n) for n in nodes]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.rows import from_json
+from bookindex.pipelines.rows import from_json
 
 STATS_FILE = "stats.json"
 WORKER_STAGES = ("probe", "parse", "assemble", "layout_graph", "embed", "entities")
@@ -27,11 +28,32 @@ def peak_memory_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-class DriverPhases:
-    """Wall time, rows and memory of the phases the driver runs itself."""
+@dataclass
+class StageProgress:
+    """Where one stage of the job stands, as its listener hears it: while it runs (documents
+    done so far, of ``total``) and once when it ends (``finished``, with the stage's facts:
+    rows in and out, and what it counted)."""
 
-    def __init__(self) -> None:
+    stage: str  # a driver phase ("identify", "plan", "write_nodes", ...) or "parse"/"enrich"
+    done: int = 0  # documents done
+    total: int | None = None  # documents in the stage (None: not known)
+    pages: int = 0  # pages of the documents done
+    seconds: float = 0.0  # since the stage started
+    finished: bool = False
+    facts: dict = field(default_factory=dict)
+
+
+ProgressListener = Callable[[StageProgress], None]
+
+
+class DriverPhases:
+    """Wall time, rows and memory of the phases the driver runs itself; each phase's end, and
+    the documents the streaming stages finish, told to ``listener`` (the command line's
+    progress lines) as ``StageProgress``."""
+
+    def __init__(self, listener: ProgressListener | None = None) -> None:
         self.stages: dict[str, dict] = {}
+        self.listener = listener
 
     @contextmanager
     def phase(self, name: str, **facts: int) -> Iterator[dict]:
@@ -41,8 +63,18 @@ class DriverPhases:
         try:
             yield entry
         finally:
-            entry["wall_s"] = round(entry.get("wall_s", 0) + time.perf_counter() - started, 3)
+            elapsed = time.perf_counter() - started
+            entry["wall_s"] = round(entry.get("wall_s", 0) + elapsed, 3)
             entry["peak_memory_mb"] = peak_memory_mb()
+            self.tell(StageProgress(name, seconds=elapsed, finished=True, facts=dict(entry)))
+
+    def tell(self, progress: StageProgress) -> None:
+        """``progress`` to the listener, if any (a listener that fails never fails the job)."""
+        if self.listener is not None:
+            try:
+                self.listener(progress)
+            except Exception:  # noqa: BLE001 (output only: the job goes on)
+                self.listener = None
 
 
 def build_stats(summary: dict, doc_rows: list[dict], driver: DriverPhases) -> dict:

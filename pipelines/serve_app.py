@@ -16,7 +16,9 @@ concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of
                          for the whole application: ``ReloadGate``, one replica every engine
                          replica asks)
 
-Every endpoint but /health needs ``Authorization: Bearer <token>`` (``serve.auth``, token from
+Every endpoint but /health and the API's documentation (/docs, /openapi.json: the schema, with
+the bearer scheme so that /docs can send the token) needs ``Authorization: Bearer <token>``
+(``serve.auth``, token from
 ``serve.token_file`` or ``$BOOKINDEX_SERVE_TOKEN``); bodies over ``serve.max_body_bytes`` are
 refused; error bodies name the field and the problem, never the input
 (``pipelines.serve_guard``). Every string the schema accepts is valid UTF-8 (no lone
@@ -34,7 +36,7 @@ index job) makes the engine replica that takes it reopen the index when the Lanc
 between batches — no restart of the ingress, no request refused. With ``reload_interval_s`` > 0
 every engine replica also checks that version on its own (needed with several replicas).
 
-Started by ``python -m jobs.serve --index DIR`` or ``serve run serve_config.yaml``
+Started by ``bookindex serve --index DIR`` or ``serve run serve_config.yaml``
 (``build_app`` is the application builder both use).
 """
 
@@ -43,24 +45,26 @@ Started by ``python -m jobs.serve --index DIR`` or ``serve run serve_config.yaml
 import asyncio
 import logging
 import os
+import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any, Literal
 
 import ray
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from operators.config import SECTIONS, BookindexConfig, load_config
-from operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
-from pipelines.serve_guard import (
+from bookindex.operators.config import SECTIONS, BookindexConfig, load_config
+from bookindex.operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
+from bookindex.pipelines.serve_guard import (
     GuardSettings,
     RequestGuard,
     error_response,
@@ -78,13 +82,17 @@ api = FastAPI(
     title="bookindex",
     description="Question answering over a bookindex index: the BookRAG agent, DeepRead, "
     "ZoomRAG and LAD-RAG (/query); ZoomRAG walks, BM25 and dense retrieval (/retrieve). "
-    "Every endpoint but /health needs 'Authorization: Bearer <token>'.",
+    "Every endpoint but /health and this documentation needs 'Authorization: Bearer <token>' "
+    "(Authorize, above).",
 )
 # The token and body limit of this replica (``RetrievalEngine.__init__``); until it is set, the
 # guard refuses every request.
 _guard: GuardSettings | None = None
 api.add_middleware(RequestGuard, settings=lambda: _guard)
 install_error_handlers(api)
+# The bearer scheme as OpenAPI declares it, so that /docs has an Authorize button: the token is
+# entered once there and sent with every request it makes. The check itself is RequestGuard's.
+BEARER = [Security(HTTPBearer(auto_error=False, description="serve.token_file's token"))]
 
 
 class RetrieveRequest(BaseModel):
@@ -248,7 +256,7 @@ def _problem(exc: BaseException) -> str:
 
 
 def _index_version(index_dir: str) -> int:
-    from pipelines.store.reader import index_version
+    from bookindex.pipelines.store.reader import index_version
 
     return index_version(index_dir)
 
@@ -334,7 +342,7 @@ class RetrievalEngine:
             threading.Thread(target=self._watch, args=(reload_interval_s,), daemon=True).start()
 
     def _open(self):
-        from pipelines.store.reader import open_engine
+        from bookindex.pipelines.store.reader import open_engine
 
         engine = open_engine(self.index_dir, self.config)
         engine.warm_up()  # the walk graph, BM25 indexes and linkers, before threads share them
@@ -470,7 +478,7 @@ class RetrievalEngine:
 
     # ---- HTTP routes (the replica is the ingress; each calls a batched method in-process) ----
 
-    @api.post("/retrieve")
+    @api.post("/retrieve", dependencies=BEARER)
     async def retrieve_http(self, request: RetrieveRequest):
         started = time.perf_counter()
         queries = request.all_queries()
@@ -493,7 +501,7 @@ class RetrievalEngine:
             }
         )
 
-    @api.post("/query")
+    @api.post("/query", dependencies=BEARER)
     async def query_http(self, request: QueryRequest):
         result = await self.query(request.model_dump())
         if "failed" in result:
@@ -513,7 +521,7 @@ class RetrievalEngine:
             report = {"status": "failing", "components": {"engine": engine}}
         return JSONResponse(status_code=200 if report["status"] == "ok" else 503, content=report)
 
-    @api.post("/admin/reload")
+    @api.post("/admin/reload", dependencies=BEARER)
     async def reload_http(self, force: bool = False):
         """Reopen the index after an index job (see the module docstring); 429 while one runs
         or within serve.reload_min_interval_s of the last (of any replica: ``ReloadGate``),
@@ -615,24 +623,39 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def serve_forever(args: dict, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve_forever(
+    args: dict,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    announce: Callable[[str], None] | None = None,
+    ray_logs: bool = True,
+) -> None:
     """Start a local Ray (never a cluster another job started on this machine), serve
     ``build_app(args)`` at host:port, and block until Ctrl-C. With ``serve.direct_ingress``
     the engine replica answers on host:port itself and Serve's proxy listens on a free port
-    (printed too)."""
+    (said too). ``announce`` hears the address once it answers (default: print);
+    ``ray_logs``: Ray's own log lines below ERROR shown in this process."""
     direct = app_config(args).serve.direct_ingress
     proxy_port = port
     if direct:
         os.environ.update(direct_ingress_env(port))
         proxy_port = free_port(host)
-    ray.init(address="local", include_dashboard=False)
+    level = logging.INFO if ray_logs else logging.ERROR
+    ray.init(address="local", include_dashboard=False, logging_level=level)
     serve.start(http_options={"host": host, "port": proxy_port})
     serve.run(build_app(args))
     index = app_config(args).serve.index
     via = f" (the engine replica; Serve's proxy at :{proxy_port})" if direct else ""
-    print(f"serving {index} at http://{host}:{port}{via} (OpenAPI: /docs)", flush=True)
+    line = f"serving {index} at http://{host}:{port}{via} (API docs: /docs)"
+    (announce or (lambda text: print(text, flush=True)))(line)
+    signal.signal(signal.SIGTERM, _stop)  # a service manager's stop: shut down as on Ctrl-C
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         serve.shutdown()
+        ray.shutdown()
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

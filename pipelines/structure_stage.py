@@ -28,22 +28,22 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from operators.config import BookindexConfig
-from operators.graph.layout_graph import graph_columns
-from operators.kinds import FAILED, NEEDS_OCR, OK
-from operators.parsing.isolation import Isolated, run_isolated, run_isolated_each
-from operators.parsing.ocr import merge_ocr_blocks
-from operators.parsing.parse import Block, parse_pages
-from operators.parsing.probe import page_ranges, probe_pdf
-from operators.structure.assemble import (
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.graph.layout_graph import graph_columns
+from bookindex.operators.kinds import FAILED, NEEDS_OCR, OK
+from bookindex.operators.parsing.isolation import Isolated, run_isolated, run_isolated_each
+from bookindex.operators.parsing.ocr import merge_ocr_blocks
+from bookindex.operators.parsing.parse import Block, parse_pages
+from bookindex.operators.parsing.probe import page_ranges, probe_pdf
+from bookindex.operators.structure.assemble import (
     DEFAULT_SECTION_FILTER,
     Review,
     assemble_document,
     section_filter_for,
 )
-from pipelines.model_stage import bounded_retries
-from pipelines.rows import document_row, from_json, ray_node_id, to_json
-from pipelines.run_stats import peak_memory_mb
+from bookindex.pipelines.model_stage import bounded_retries
+from bookindex.pipelines.rows import document_row, from_json, ray_node_id, to_json
+from bookindex.pipelines.run_stats import peak_memory_mb
 
 _TRACEBACK_CHARS = 2000
 
@@ -486,7 +486,7 @@ def apply_section_answers(
     list of ``llm_refiner.Review`` fields) and ``section_errors`` (windows without a usable
     answer: their candidates keep the rule-based decision). Deterministic: the same blocks and
     answers make the same tree."""
-    from operators.structure.llm_refiner import block_levels
+    from bookindex.operators.structure.llm_refiner import block_levels
 
     out = []
     for row in batch.to_pylist():

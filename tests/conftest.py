@@ -50,7 +50,7 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def sample_corpus(tmp_path_factory) -> Path:
-    from operators.eval.sample_corpus import build_sample_corpus
+    from bookindex.operators.eval.sample_corpus import build_sample_corpus
 
     out = tmp_path_factory.mktemp("sample_corpus")
     build_sample_corpus(out)
@@ -66,7 +66,7 @@ def paper_index(ray_session, shared_data, tmp_path_factory) -> Path:
     query tests and the Serve /query test."""
     import shutil
 
-    from pipelines.index_pipeline import run_index
+    from bookindex.pipelines.index_pipeline import run_index
 
     root = tmp_path_factory.mktemp("paper")
     shutil.copy(shared_data / "mmlongbench" / "documents" / PAPER, root / PAPER)
@@ -93,7 +93,7 @@ def hotpot_corpus(shared_data, tmp_path_factory) -> Path:
 def hotpot_built(ray_session, hotpot_corpus) -> Path:
     """``hotpot_corpus`` indexed once per session (default configuration: vectors, entities).
     Read it, never write it: a test that changes its index takes a copy (``hotpot_index``)."""
-    from pipelines.index_pipeline import run_index
+    from bookindex.pipelines.index_pipeline import run_index
 
     out = hotpot_corpus.parent / "index"
     summary = run_index([str(hotpot_corpus)], out)
@@ -123,7 +123,7 @@ def hotpot_questions_index(ray_session, shared_data, tmp_path_factory) -> tuple[
     (25 in all, p0-p24), indexed once per session (default configuration: vectors, entities),
     and those questions. Shared by the Serve test and the query-side test; read it, never
     write it."""
-    from pipelines.index_pipeline import run_index
+    from bookindex.pipelines.index_pipeline import run_index
 
     root = tmp_path_factory.mktemp("hotpot_questions")
     folder = shared_data / "multihop" / "hotpotqa"

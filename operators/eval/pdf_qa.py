@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 
-from operators.eval.progress import Progress
-from operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
-from operators.query.bookrag import fallbacks
-from operators.query.engine import QueryEngine
+from bookindex.operators.eval.progress import Progress
+from bookindex.operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
+from bookindex.operators.query.bookrag import fallbacks
+from bookindex.operators.query.engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
 UNANSWERABLE = "not answerable"

@@ -442,7 +442,11 @@ def build_sample_corpus(out_dir: str | Path, n_docs: int = 4, seed: int = 0) -> 
         _write_if_changed(path, data)
         paths.append(path)
         documents.append({"file": path.name, **entry})
-    manifest = {"generator": "operators.eval.sample_corpus", "seed": seed, "documents": documents}
+    manifest = {
+        "generator": "bookindex.operators.eval.sample_corpus",
+        "seed": seed,
+        "documents": documents,
+    }
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     _write_if_changed(out / "manifest.json", text.encode())
     return sorted(paths)

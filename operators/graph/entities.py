@@ -19,8 +19,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from operators import kinds
-from operators.models import ExtractedEntity, ExtractedRelation
+from bookindex.operators import kinds
+from bookindex.operators.models import ExtractedEntity, ExtractedRelation
 
 TABLE, IMAGE, FORMULA, TABLE_HEADER, TOPIC = "TABLE", "IMAGE", "FORMULA", "TABLE_HEADER", "TOPIC"
 # Entities that stand for one object of one document: never merged across documents.

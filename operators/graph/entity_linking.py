@@ -23,8 +23,8 @@ import re
 import unicodedata
 from collections import defaultdict
 
-from operators.graph.resolution import normalise_name
-from operators.kinds import LEAF_KINDS
+from bookindex.operators.graph.resolution import normalise_name
+from bookindex.operators.kinds import LEAF_KINDS
 
 STOP_WORDS = frozenset(
     [

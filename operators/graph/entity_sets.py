@@ -17,9 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from operators.config import ResolverConfig
-from operators.graph.entities import STRUCTURAL_TYPES, NodeExtraction, structural_entity_id
-from operators.graph.resolution import (
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.entities import (
+    STRUCTURAL_TYPES,
+    NodeExtraction,
+    structural_entity_id,
+)
+from bookindex.operators.graph.resolution import (
     Canonical,
     Decision,
     Reranker,

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from operators.kinds import CAPTION, EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
+from bookindex.operators.kinds import CAPTION, EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
 
 # Bumped by a change to the edges or communities built here (pipelines/provenance.py).
 BUILD_VERSION = 1

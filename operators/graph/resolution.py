@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from operators.config import ResolverConfig
-from operators.graph.vector_index import VectorIndex
-from operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA, chat
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.vector_index import VectorIndex
+from bookindex.operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA, chat
 
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
 STRUCTURAL = "structural entity: one object of one document"

@@ -6,8 +6,8 @@
 (any OpenAI-compatible endpoint) or ``vllm_local`` (in-process vLLM). Callers import from here.
 """
 
-from operators.config import BACKENDS, GENERATIVE_BACKENDS, ModelConfig
-from operators.models.base import (
+from bookindex.operators.config import BACKENDS, GENERATIVE_BACKENDS, ModelConfig
+from bookindex.operators.models.base import (
     ExtractedEntity,
     ExtractedRelation,
     ModelBackend,
@@ -17,8 +17,13 @@ from operators.models.base import (
     entity_messages,
     is_generative,
 )
-from operators.models.factory import check_config, embedding_width, load_backend, load_reranker
-from operators.models.structured import parse_json_answer
+from bookindex.operators.models.factory import (
+    check_config,
+    embedding_width,
+    load_backend,
+    load_reranker,
+)
+from bookindex.operators.models.structured import parse_json_answer
 
 __all__ = [
     "BACKENDS",

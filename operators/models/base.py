@@ -30,8 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from operators.config import GENERATIVE_BACKENDS
-from operators.models.prompts import ENTITY_PROMPT, chat
+from bookindex.operators.config import GENERATIVE_BACKENDS
+from bookindex.operators.models.prompts import ENTITY_PROMPT, chat
 
 
 def is_generative(backend: object) -> bool:

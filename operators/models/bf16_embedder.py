@@ -10,7 +10,7 @@ the residual sums, the attention mask and softmax, and the mean pooling stay flo
 Tokenizer, truncation (128 word pieces), length-sorted batches (``padded_batches``) and pooling
 are those of the ONNX path, so the vectors are today's within rounding: cosine > 0.9999 to the
 float32 ones on every text of a MuSiQue enrich batch (passages, sentences, entity names), and
-about a third less embedding CPU than float32 ONNX Runtime on such a CPU (README, "Enrich
+about a third less embedding CPU than float32 ONNX Runtime on such a CPU (docs/results.md, "Enrich
 throughput"). It stays opt-in: on MuSiQue one question's gold passage moved from rank 5 to 7
 behind a near-tie (zoom recall@5 72.9 vs 73.4). The child process that runs the enrich models
 has torch already (spaCy's thinc imports it), so this path adds no import. Nothing is
@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from operators.models.onnx_embedder import PooledEncoder, word_piece_tokenizer
+from bookindex.operators.models.onnx_embedder import PooledEncoder, word_piece_tokenizer
 
 
 def native_bf16() -> bool:

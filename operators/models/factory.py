@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from operators.config import BACKENDS, ModelConfig
-from operators.models.base import ModelBackend, ModelError
+from bookindex.operators.config import BACKENDS, ModelConfig
+from bookindex.operators.models.base import ModelBackend, ModelError
 
 Reranker = Callable[[str, list[str], np.ndarray], np.ndarray]
 
@@ -19,15 +19,15 @@ Reranker = Callable[[str, list[str], np.ndarray], np.ndarray]
 def backend_class(backend: str) -> type:
     """The class of a backend (imported here, lazily: each pulls its own dependencies)."""
     if backend == "offline":
-        from operators.models.offline import OfflineBackend
+        from bookindex.operators.models.offline import OfflineBackend
 
         return OfflineBackend
     if backend == "openai":
-        from operators.models.openai_compatible import OpenAIBackend
+        from bookindex.operators.models.openai_compatible import OpenAIBackend
 
         return OpenAIBackend
     if backend == "vllm":
-        from operators.models.vllm_local import VLLMBackend
+        from bookindex.operators.models.vllm_local import VLLMBackend
 
         return VLLMBackend
     raise ValueError(f"unknown model backend {backend!r}; choose one of {BACKENDS}")
@@ -56,7 +56,7 @@ def load_reranker(config: ModelConfig) -> Reranker | None:
     is configured (the resolver then rescales the cosines)."""
     if not config.rerank_model:
         return None
-    from operators.models.reranker import CrossEncoderReranker
+    from bookindex.operators.models.reranker import CrossEncoderReranker
 
     return CrossEncoderReranker(config.rerank_model, config.torch_threads)
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from operators.config import ModelConfig
-from operators.models.base import (
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.base import (
     ExtractedEntity,
     ExtractedRelation,
     ModelError,
@@ -94,7 +94,7 @@ def _onnx_embedder(config: ModelConfig):
     with _lock:
         key = f"onnx:{config.embed_runtime}:{config.model_cache}"
         if key not in _shared:
-            from operators.models.onnx_embedder import OnnxEmbedder
+            from bookindex.operators.models.onnx_embedder import OnnxEmbedder
 
             _shared[key] = OnnxEmbedder(
                 embedding_model_path(),
@@ -110,7 +110,7 @@ def _bf16_embedder(config: ModelConfig):
     """One bfloat16 embedder per process (Ray actors and tests reuse it)."""
     with _lock:
         if "bf16" not in _shared:
-            from operators.models.bf16_embedder import Bf16Embedder
+            from bookindex.operators.models.bf16_embedder import Bf16Embedder
 
             _shared["bf16"] = Bf16Embedder(
                 embedding_model_path(), MAX_WORD_PIECES, config.torch_threads
@@ -124,7 +124,7 @@ def cpu_runtime(wanted: str) -> str:
     runs: the same vectors within cosine 0.9999)."""
     if wanted != "bf16":
         return wanted
-    from operators.models.bf16_embedder import native_bf16
+    from bookindex.operators.models.bf16_embedder import native_bf16
 
     return "bf16" if native_bf16() else "onnx"
 
@@ -154,7 +154,7 @@ def _torch_span_vectors(model, texts: list[str], spans: list, batch_size: int) -
     its device): the same tokenizer, batches and pooling as the ONNX and bf16 runtimes."""
     import torch
 
-    from operators.models.onnx_embedder import pooled_span_vectors
+    from bookindex.operators.models.onnx_embedder import pooled_span_vectors
 
     transformer = model[0].auto_model
     device = next(transformer.parameters()).device
@@ -174,7 +174,7 @@ def _torch_span_vectors(model, texts: list[str], spans: list, batch_size: int) -
 @cache
 def _word_pieces():
     """The package's word-piece tokenizer (truncating to ``MAX_WORD_PIECES``), one per process."""
-    from operators.models.onnx_embedder import word_piece_tokenizer
+    from bookindex.operators.models.onnx_embedder import word_piece_tokenizer
 
     return word_piece_tokenizer(embedding_model_path(), MAX_WORD_PIECES)
 
@@ -196,7 +196,7 @@ def spacy_needs_torch(name: str) -> bool:
 def _import_spacy(name: str):
     """``spacy``, imported without torch where nothing will use it: thinc imports torch
     whenever it can (about a CPU-second per process, paid by every enrich worker's model
-    process at start-up: README, "Enrich throughput"), and a pipeline of spaCy's own
+    process at start-up: docs/results.md, "Enrich throughput"), and a pipeline of spaCy's own
     architectures runs on thinc's numpy ops either way (the same entities: tested). Torch is
     hidden only while spaCy is first imported, in a process that has not imported torch, for
     a pipeline that does not need it (``spacy_needs_torch``); ``import torch`` works as
@@ -259,6 +259,17 @@ class OfflineBackend:
     def runtime(self) -> str:
         """The embedder that runs: torch on a GPU, else ``cpu_runtime``."""
         return "torch" if self._device != "cpu" else cpu_runtime(self.config.embed_runtime)
+
+    def runtime_record(self) -> dict[str, str]:
+        """What embeds here, for the build record: the runtime that runs (not the one asked
+        for: bf16 runs onnx on a CPU without native bfloat16) and, for int8, the CPU's int8
+        instructions (``onnx_embedder.int8_instruction_set``)."""
+        record = {"embed_runtime": self.runtime, "embed_device": self._device}
+        if self.runtime == "onnx-int8":
+            from bookindex.operators.models.onnx_embedder import int8_instruction_set
+
+            record["int8_isa"] = int8_instruction_set()
+        return record
 
     @cached_property
     def _encoder(self):

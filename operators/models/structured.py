@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from operators.models.base import ModelError
-from operators.models.prompts import RETRY_PROMPT
+from bookindex.operators.models.base import ModelError
+from bookindex.operators.models.prompts import RETRY_PROMPT
 
 ECHO_CHARS = 2000  # how much of an invalid answer is sent back with the retry request
 _PROBLEM_CHARS = 200

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from operators.config import ModelConfig
-from operators.models.base import (
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.base import (
     ExtractedEntity,
     ExtractedRelation,
     ModelError,
@@ -30,8 +30,8 @@ from operators.models.base import (
     entity_messages,
     image_message,
 )
-from operators.models.prompts import ENTITY_SCHEMA
-from operators.models.structured import checked_answer, complete_json
+from bookindex.operators.models.prompts import ENTITY_SCHEMA
+from bookindex.operators.models.structured import checked_answer, complete_json
 
 DEFAULT_MAX_TOKENS = 2048
 NEEDS_VLLM = (
@@ -87,7 +87,7 @@ class VLLMBackend:
 
     @staticmethod
     def embedding_width(config: ModelConfig) -> int:
-        from operators.models.offline import embedding_dim
+        from bookindex.operators.models.offline import embedding_dim
 
         return embedding_dim()
 
@@ -151,7 +151,7 @@ class VLLMBackend:
 
     @cached_property
     def _offline(self):
-        from operators.models.offline import OfflineBackend
+        from bookindex.operators.models.offline import OfflineBackend
 
         return OfflineBackend(self.config)
 

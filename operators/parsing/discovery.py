@@ -1,6 +1,6 @@
 """Input discovery: the files that directories, files and globs name, found in linear time.
 
-The rules (README, "Input rules"):
+The rules (docs/indexing.md, "Input rules"):
 
 - a directory is searched recursively for ``*.pdf`` (any case); a glob (``**`` included) is
   matched against the paths under its fixed prefix; a file named directly is taken whatever
@@ -26,9 +26,11 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from operators.parsing.probe import PDF_SUFFIX, Problem
+from bookindex.operators.parsing.probe import PDF_SUFFIX, Problem
 
 _GLOB_MAGIC = re.compile(r"[*?[]")
+MISSING = "no such file, directory or glob match"  # an input that names nothing
+EMPTY = "no PDF files found"  # a directory without PDFs
 _SPECIAL = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISSOCK, "a socket"),
@@ -75,14 +77,14 @@ def discover(inputs: list[str]) -> Discovered:
             before = found.matched
             _walk(named, _is_pdf_name, found, report_links=True)
             if found.matched == before:
-                found.problem(named, "no PDF files found")
+                found.problem(named, EMPTY)
         elif os.path.lexists(named) and not _GLOB_MAGIC.search(item):
             _take(named, found, named_directly=True)
         else:
             before = found.matched
             _glob(item, found)
             if found.matched == before:
-                found.problem(item, "no such file, directory or glob match")
+                found.problem(item, MISSING)
     return found
 
 
@@ -212,3 +214,19 @@ def _translate(pattern: str) -> str:
             out.append(re.escape(pattern[i]))
             i += 1
     return "".join(out)
+
+
+def unusable_inputs(inputs: list[str]) -> str | None:
+    """Why these inputs cannot make an index job, checked before any work: an input that names
+    nothing (a path that does not exist, a glob that matches nothing), or no file at all to
+    index among them; None when they can. (A directory without PDFs beside inputs that have
+    files stays a ``discover`` failure row of the run, as it would be on a later scheduled
+    run.)"""
+    found = discover(inputs)
+    missing = [p.uri for p in found.problems if p.error == MISSING]
+    if missing:
+        return f"no such file, directory or glob match: {', '.join(missing)}"
+    if not found.files:
+        empty = [p.uri for p in found.problems if p.error == EMPTY] or inputs
+        return f"no PDF or JSONL files in: {', '.join(empty)}"
+    return None

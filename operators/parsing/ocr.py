@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pymupdf
 
-from operators.parsing.parse import Block, blocks_from_lines, parse_pages
+from bookindex.operators.parsing.parse import Block, blocks_from_lines, parse_pages
 
 OCR_FONT = "OCR"  # the ``font`` of every block read by OCR
 DEFAULT_DPI = 200

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
-from operators.kinds import FORMULA, IMAGE, TABLE, TEXT
-from operators.parsing.ruled_tables import find_ruled_tables
+from bookindex.operators.kinds import FORMULA, IMAGE, TABLE, TEXT
+from bookindex.operators.parsing.ruled_tables import find_ruled_tables
 
 # Block kinds produced here. ``operators.structure.blocks`` refines "text" into title candidates,
 # headers/footers, captions and lists once it has seen the whole document.

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
-from operators.parsing.ocr import image_only_pages
-from operators.parsing.parse import document_metadata
+from bookindex.operators.parsing.ocr import image_only_pages
+from bookindex.operators.parsing.parse import document_metadata
 
 PDF_SUFFIX = ".pdf"
 _MAGIC = b"%PDF-"

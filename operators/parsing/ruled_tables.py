@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
-from operators.parsing.tables import bounds, ruled_tables, table_grid
+from bookindex.operators.parsing.tables import bounds, ruled_tables, table_grid
 
 _MIN_RULE = 8.0  # points; shorter strokes are glyph or artwork fragments, not table rules
 _MAX_OTHER = 200  # curves and slanted strokes beyond which a page is artwork, not a table

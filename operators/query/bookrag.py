@@ -10,7 +10,7 @@ The default ``structured`` plan keeps these operators but turns the selections i
 (Select_by_Entity's subtrees, the section heading's similarity and a named modality raise a
 node's relevance instead of cutting everything else) and ends with a Page_Ranker (k nodes on k
 different pages) instead of Skyline: on MMLongBench the hard cuts and the graph criterion lost
-page recall offline (README, PDF QA evaluation). ``plan="paper"`` runs eq. 9–10 as written.
+page recall offline (docs/results.md, PDF QA). ``plan="paper"`` runs eq. 9–10 as written.
 
 With a generative backend the classifier, the filter planner and Map/Reduce call it with JSON
 schemas (falling back to the rules when an answer is unusable); offline the rules of
@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from operators.config import RelevanceConfig
-from operators.kinds import STRUCTURE_KINDS
-from operators.models import ModelError, is_generative
-from operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT, chat
-from operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
-from operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
-from operators.query import bookrag_ops as ops
-from operators.query import scoring
-from operators.query.rules import (
+from bookindex.operators.config import RelevanceConfig
+from bookindex.operators.kinds import STRUCTURE_KINDS
+from bookindex.operators.models import ModelError, is_generative
+from bookindex.operators.models.prompts import CLASS_PROMPT, FILTER_PROMPT, chat
+from bookindex.operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
+from bookindex.operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
+from bookindex.operators.query import bookrag_ops as ops
+from bookindex.operators.query import scoring
+from bookindex.operators.query.rules import (
     GLOBAL,
     MULTI,
     OPERATIONS,
@@ -45,7 +45,7 @@ from operators.query.rules import (
 )
 
 if TYPE_CHECKING:
-    from operators.query.read_model import ReadModel
+    from bookindex.operators.query.read_model import ReadModel
 
 SELECT_DEPTH = 2
 MAX_GLOBAL_EVIDENCE = 50
@@ -136,7 +136,7 @@ def run(
 
     ``plan="paper"`` runs eq. 9–10 as written: hard Select_by_Entity / Select_by_Section, then
     Graph_Reasoning ‖ Text_Reasoning → Skyline_Ranker (at most max(k, 10) nodes).
-    ``plan="structured"`` (the default; it measured better, see README) keeps the same
+    ``plan="structured"`` (the default; it measured better, see docs/results.md) keeps the same
     operators but uses the selections as scents instead of cuts: Extract → Select_by_Entity
     (the entity subtrees) → Select_by_Section (section scent) → Filter_Modal (as a preference)
     → Text_Reasoning (``structured_relevance``) → Page_Ranker (k nodes on k pages)."""

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from operators.config import RelevanceConfig
-from operators.graph.entity_linking import sentences
-from operators.kinds import IMAGE, SECTION, STRUCTURE_KINDS, TABLE
-from operators.models import ModelError, is_generative
-from operators.models.prompts import (
+from bookindex.operators.config import RelevanceConfig
+from bookindex.operators.graph.entity_linking import sentences
+from bookindex.operators.kinds import IMAGE, SECTION, STRUCTURE_KINDS, TABLE
+from bookindex.operators.models import ModelError, is_generative
+from bookindex.operators.models.prompts import (
     ANSWER_PROMPT,
     ANSWER_SCHEMA,
     DECOMPOSE_PROMPT,
@@ -34,13 +34,13 @@ from operators.models.prompts import (
     SECTIONS_SCHEMA,
     chat,
 )
-from operators.models.prompts import DECOMPOSE_SCHEMA as _DECOMPOSE_SCHEMA
-from operators.models.prompts import NAMES_SCHEMA as _NAMES_SCHEMA
-from operators.query.rules import numbered_references, parse_pages, split_question
-from operators.query.scoring import minmax, text_scores
+from bookindex.operators.models.prompts import DECOMPOSE_SCHEMA as _DECOMPOSE_SCHEMA
+from bookindex.operators.models.prompts import NAMES_SCHEMA as _NAMES_SCHEMA
+from bookindex.operators.query.rules import numbered_references, parse_pages, split_question
+from bookindex.operators.query.scoring import minmax, text_scores
 
 if TYPE_CHECKING:
-    from operators.query.read_model import ReadModel
+    from bookindex.operators.query.read_model import ReadModel
 
 MIN_FIGURE_SIDE = 40.0  # points: smaller images are icons and bullets, not figures
 _WORD = re.compile(r"\w+")

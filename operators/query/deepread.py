@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from operators.models import ModelError
-from operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
-from operators.models.prompts import REACT_PROMPT, chat
-from operators.query.bookrag_ops import record_fallback, reduce_answer
-from operators.query.scoring import text_scores
+from bookindex.operators.models import ModelError
+from bookindex.operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
+from bookindex.operators.models.prompts import REACT_PROMPT, chat
+from bookindex.operators.query.bookrag_ops import record_fallback, reduce_answer
+from bookindex.operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
-    from operators.query.read_model import ReadModel
+    from bookindex.operators.query.read_model import ReadModel
 
 READ_LIMIT = 6  # paragraphs the offline policy reads from the best section
 

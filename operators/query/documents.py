@@ -22,19 +22,19 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from operators.graph.entity_linking import (
+from bookindex.operators.graph.entity_linking import (
     EntityLinker,
     sentences,
     strip_accents,
     title_links,
 )
-from operators.graph.resolution import normalise_name
-from operators.query.read_model import ReadModel
+from bookindex.operators.graph.resolution import normalise_name
+from bookindex.operators.query.read_model import ReadModel
 
 TITLE_ENTITY = "title:"  # id prefix of the title entities of a passage corpus
 REINDEX = (
     "the index job now stores the vectors of the sentences Chunk-Zoom ranks: add them with "
-    "python -m jobs.migrate_index INDEX_DIR, or re-index into a new directory"
+    "bookindex migrate INDEX_DIR, or re-index into a new directory"
 )
 
 

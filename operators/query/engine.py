@@ -24,19 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from operators.config import BookindexConfig
-from operators.models import is_generative
-from operators.query import bookrag as bookrag_agent
-from operators.query import deepread, ladrag
-from operators.query.documents import DocumentView
-from operators.query.read_model import ReadModel
-from operators.query.registry import QUERY_METHODS
-from operators.query.retrieval import Retrieval
-from operators.query.rules import GLOBAL, MULTI, SINGLE, classify
-from operators.query.zoom import Zoom
-from operators.walks.engine import WalkEngine, make_engine
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import is_generative
+from bookindex.operators.query import bookrag as bookrag_agent
+from bookindex.operators.query import deepread, ladrag
+from bookindex.operators.query.documents import DocumentView
+from bookindex.operators.query.read_model import ReadModel
+from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
+from bookindex.operators.query.retrieval import Retrieval
+from bookindex.operators.query.rules import GLOBAL, MULTI, SINGLE, classify
+from bookindex.operators.query.zoom import Zoom
+from bookindex.operators.walks.engine import WalkEngine, make_engine
 
-# auto: the method that measured best per question class (see README, PDF QA evaluation)
+# auto: the method that measured best per question class (see docs/results.md, PDF QA)
 AUTO_ROUTE = {GLOBAL: "bookrag", MULTI: "bookrag", SINGLE: "bookrag"}
 DOC_ZOOMS_KEPT = 64  # one-document ZoomRAG views kept (QueryEngine.zoom_of)
 
@@ -191,6 +191,12 @@ class QueryEngine:
             return f"k must be between 1 and {limits.max_k}"
         if not self.model.documents:
             return "the index holds no documents"
+        if needs_vectors(QUERY, method) and not self.model.has_vector.any():
+            return (
+                f"the index holds no vectors (built with --no-enrich), and {method} ranks by "
+                "them: re-index without --no-enrich, or ask with bookrag, deepread or ladrag, "
+                "which rank by words where there are no vectors"
+            )
         return None
 
     def _run(

@@ -26,15 +26,20 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from operators.kinds import CAPTION, IMAGE, NODE_KINDS, STRUCTURE_KINDS, TABLE
-from operators.models.prompts import LADRAG_ACTION_SCHEMA, LADRAG_AGENT_PROMPT, chat
-from operators.query.bookrag_ops import reduce_answer
-from operators.query.deepread import ToolRunResult, next_action
-from operators.query.rules import global_spec, modalities, numbered_references, parse_pages
-from operators.query.scoring import text_scores
+from bookindex.operators.kinds import CAPTION, IMAGE, NODE_KINDS, STRUCTURE_KINDS, TABLE
+from bookindex.operators.models.prompts import LADRAG_ACTION_SCHEMA, LADRAG_AGENT_PROMPT, chat
+from bookindex.operators.query.bookrag_ops import reduce_answer
+from bookindex.operators.query.deepread import ToolRunResult, next_action
+from bookindex.operators.query.rules import (
+    global_spec,
+    modalities,
+    numbered_references,
+    parse_pages,
+)
+from bookindex.operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
-    from operators.query.read_model import ReadModel
+    from bookindex.operators.query.read_model import ReadModel
 
 NodeKind = Literal[NODE_KINDS]  # type: ignore[valid-type]  (the kinds of operators.kinds)
 LINKED_TYPES = ("caption_of", "references", "continues")  # what contextualize brings along

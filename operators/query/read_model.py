@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,10 +31,10 @@ import polars as pl
 import pyarrow as pa
 import scipy.sparse as sp
 
-from operators.graph.entity_linking import EntityLinker
-from operators.kinds import FAILED, LEAF_KINDS, ROOT, STRUCTURE_KINDS
-from operators.models import ModelBackend
-from operators.query.bm25 import Bm25
+from bookindex.operators.graph.entity_linking import EntityLinker
+from bookindex.operators.kinds import FAILED, LEAF_KINDS, ROOT, STRUCTURE_KINDS
+from bookindex.operators.models import ModelBackend
+from bookindex.operators.query.bm25 import Bm25
 
 # What the read model reads of each table (the reader adds doc_id where it filters by it).
 COLUMNS: dict[str, list[str]] = {
@@ -103,6 +104,29 @@ def document_name(uri: str) -> str:
     return uri.rsplit("#", 1)[1] if "#" in uri else Path(uri).name
 
 
+def match_document(name: str, documents: Sequence[Document]) -> Document:
+    """The document ``name`` names: its file name, doc_id (or a prefix of 12 or more), uri,
+    or title (any case; a title two documents share names neither). KeyError with what went
+    wrong otherwise."""
+    wanted = name.strip()
+    for d in documents:
+        if wanted in (d.name, d.doc_id, d.uri) or (
+            len(wanted) >= 12 and d.doc_id.startswith(wanted)
+        ):
+            return d
+    folded = " ".join(wanted.split()).casefold()
+    titled = [d for d in documents if " ".join((d.title or "").split()).casefold() == folded]
+    if len(titled) == 1:
+        return titled[0]
+    if titled:
+        names = ", ".join(d.name for d in titled[:5])
+        raise KeyError(f"more than one document is titled {name!r} ({names}): name its file")
+    raise KeyError(
+        f"no document {name!r} in the index ({len(documents)} documents; "
+        "a file name, a title or a doc_id)"
+    )
+
+
 @dataclass
 class ReadModel:
     """Arrays over all visible nodes (position = row), entities and the layout graph."""
@@ -170,14 +194,9 @@ class ReadModel:
         return len(self.node_ids)
 
     def find_document(self, name: str) -> int:
-        """A document's position from its file name, doc_id (or a prefix of 12+), or uri."""
-        wanted = name.strip()
-        for d in self.documents:
-            if wanted in (d.name, d.doc_id, d.uri) or (
-                len(wanted) >= 12 and d.doc_id.startswith(wanted)
-            ):
-                return d.position
-        raise KeyError(f"no document {name!r} in the index ({len(self.documents)} documents)")
+        """A document's position from its file name, title, doc_id (or a prefix of 12+) or
+        uri (``match_document``)."""
+        return match_document(name, self.documents).position
 
     def doc_range(self, doc: int) -> tuple[int, int]:
         return self._ranges[doc]

@@ -1,8 +1,8 @@
 """Every method bookindex answers with, declared once: its name, its kind and what it does.
 
-Two kinds: passage retrieval (``/retrieve``, ``jobs.evaluate --corpus``: ranked documents,
-``operators.query.retrieval``) and the query API (``/query``, ``jobs.query``,
-``jobs.evaluate --docs``: an answer with evidence units, ``operators.query.engine``). The jobs'
+Two kinds: passage retrieval (``/retrieve``, ``bookindex eval --corpus``: ranked documents,
+``operators.query.retrieval``) and the query API (``/query``, ``bookindex ask``,
+``bookindex eval --docs``: an answer with evidence units, ``operators.query.engine``). The jobs'
 ``--method`` choices, the Serve request models and the evaluation's defaults read this table.
 """
 
@@ -18,8 +18,9 @@ class Method:
     name: str
     kind: str  # PASSAGE or QUERY
     description: str
-    evaluated: bool = True  # in jobs.evaluate's default set
-    sees: str = ""  # the text and signals it ranks by (jobs.evaluate's summary says it)
+    evaluated: bool = True  # in bookindex eval's default set
+    sees: str = ""  # the text and signals it ranks by (bookindex eval's summary says it)
+    needs_vectors: bool = False  # ranks by the stored vectors: no answer from an index without
 
 
 _PASSAGE_VECTOR = 'each passage\'s vector: the embedder over "title text"'
@@ -31,6 +32,7 @@ METHODS = (
         PASSAGE,
         "ZoomRAG: Doc-Zoom (query and bridge walks), Chunk-Zoom evidence",
         sees=f"{_PASSAGE_VECTOR}; entities and title entities; each passage's sentences",
+        needs_vectors=True,
     ),
     Method(
         "bm25",
@@ -43,6 +45,7 @@ METHODS = (
         PASSAGE,
         "cosine of the question to each document's vector",
         sees=_PASSAGE_VECTOR + " (the vectors zoom starts from)",
+        needs_vectors=True,
     ),
     Method(
         "auto", QUERY, "the method that measured best for the question's class", False, "bookrag's"
@@ -64,6 +67,7 @@ METHODS = (
         QUERY,
         "ZoomRAG: Doc-Zoom over the documents, Chunk-Zoom over their leaves",
         sees=f"{_LEAF_VECTOR}; the entities the leaves mention",
+        needs_vectors=True,
     ),
     Method(
         "ladrag",
@@ -79,6 +83,7 @@ METHODS = (
         "dense top-k leaves (the baseline)",
         False,
         _LEAF_VECTOR + ", as a user embeds a PDF's chunks (no heading prepended)",
+        needs_vectors=True,
     ),
     Method(
         "bookrag_paper",
@@ -95,13 +100,18 @@ def method_names(kind: str) -> tuple[str, ...]:
 
 
 def evaluated(kind: str) -> tuple[str, ...]:
-    """The methods ``jobs.evaluate`` runs when none are named."""
+    """The methods ``bookindex eval`` runs when none are named."""
     return tuple(m.name for m in METHODS if m.kind == kind and m.evaluated)
 
 
 def sees(kind: str, name: str) -> str:
     """What a method of a kind ranks by (its ``sees``)."""
     return next(m.sees for m in METHODS if m.kind == kind and m.name == name)
+
+
+def needs_vectors(kind: str, name: str) -> bool:
+    """Whether a method ranks by the stored vectors (an index built without enrich has none)."""
+    return any(m.needs_vectors for m in METHODS if m.kind == kind and m.name == name)
 
 
 def describe(kind: str) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.query.bm25 import Bm25
-from operators.query.registry import PASSAGE_METHODS
-from operators.query.zoom import DocHit, Zoom
+from bookindex.operators.query.bm25 import Bm25
+from bookindex.operators.query.registry import PASSAGE_METHODS
+from bookindex.operators.query.zoom import DocHit, Zoom
 
 
 class Retrieval:
@@ -36,6 +36,11 @@ class Retrieval:
             return []
         if method == "bm25":
             return [self.zoom.hits(ids, s) for ids, s in self.bm25.search(queries, k)]
+        if not np.any(self.view.doc_vectors):
+            raise ValueError(
+                f"the index holds no vectors (built with --no-enrich), and {method} ranks by "
+                "them: re-index without --no-enrich, or use bm25"
+            )
         vectors = self.backend.embed(queries)
         if method == "dense":
             found = dense_top_k(self.view.doc_vectors, vectors, k)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from operators.kinds import (  # noqa: F401 (the query modules import them from here)
+from bookindex.operators.kinds import (  # noqa: F401 (the query modules import them from here)
     FILTER_TYPES,
     GLOBAL,
     MULTI,

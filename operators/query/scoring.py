@@ -1,6 +1,6 @@
 """How relevant each node is to a question, and which nodes become the evidence: the hybrid
 text relevance (dense + BM25), the tree's scents, and BookRAG's Page_Ranker. The weights are
-``operators.config.RelevanceConfig`` (measured on MMLongBench, see README; the PDF QA ablation
+``operators.config.RelevanceConfig`` (measured on MMLongBench, see docs/results.md; the PDF QA ablation
 adds them one at a time). Node sets are numpy arrays of positions in a read model.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.config import RelevanceConfig
-from operators.kinds import CAPTION
-from operators.query.read_model import ReadModel
-from operators.query.rules import modalities
+from bookindex.operators.config import RelevanceConfig
+from bookindex.operators.kinds import CAPTION
+from bookindex.operators.query.read_model import ReadModel
+from bookindex.operators.query.rules import modalities
 
 HYBRID_DENSE_WEIGHT = 0.5  # the plain hybrid (DeepRead, LAD-RAG, Select_by_Section)
 

@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from operators.models import ModelBackend
-from operators.query.documents import REINDEX, Chunk, DocumentView, StaleIndexError
-from operators.walks.engine import WalkEngine, unit_rows
-from operators.walks.topk import top_k_rows
+from bookindex.operators.models import ModelBackend
+from bookindex.operators.query.documents import REINDEX, Chunk, DocumentView, StaleIndexError
+from bookindex.operators.walks.engine import WalkEngine, unit_rows
+from bookindex.operators.walks.topk import top_k_rows
 
 
 @dataclass
@@ -101,7 +101,7 @@ class Zoom:
         encyclopedia titles are often common words ("State"). Over PDFs every name counts, in
         any case: questions name a document's terms in lower case, and Chunk-Zoom, whose start
         vector holds only entity scores, ranks by them (capitalised linking there cost 4.6
-        points of page recall on MMLongBench, README)."""
+        points of page recall on MMLongBench, docs/results.md)."""
         passages = any(self.view.passage)
         rows, cols = [], []
         for q, text in enumerate(queries):

@@ -11,23 +11,23 @@ from typing import TYPE_CHECKING
 
 import pymupdf
 
-from operators.kinds import SECTION
-from operators.models import is_generative
-from operators.parsing.parse import Block, document_metadata, parse_pages
-from operators.structure.blocks import classify_blocks
-from operators.structure.furniture import BodyStyle
-from operators.structure.learned_filter import section_filter as learned_or_rules
-from operators.structure.outline_filter import choose_filter
-from operators.structure.sections import (
+from bookindex.operators.kinds import SECTION
+from bookindex.operators.models import is_generative
+from bookindex.operators.parsing.parse import Block, document_metadata, parse_pages
+from bookindex.operators.structure.blocks import classify_blocks
+from bookindex.operators.structure.furniture import BodyStyle
+from bookindex.operators.structure.learned_filter import section_filter as learned_or_rules
+from bookindex.operators.structure.outline_filter import choose_filter
+from bookindex.operators.structure.sections import (
     Heading,
     SectionContext,
     SectionFilter,
     resolve_headings,
 )
-from operators.structure.tree import build_tree, toc_skeleton
+from bookindex.operators.structure.tree import build_tree, toc_skeleton
 
 if TYPE_CHECKING:
-    from operators.models import ModelBackend
+    from bookindex.operators.models import ModelBackend
 
 # Bumped by a change to the tree, TOC or document fields assembled here, including those of
 # blocks, furniture, sections, outline_filter, llm_refiner and tree (pipelines/provenance.py).
@@ -71,7 +71,7 @@ def section_filter_for(
         base = learned_or_rules(outline, use_outline)
     else:
         base = choose_filter(outline, use_outline)
-    from operators.structure.llm_refiner import LLMSectionFilter
+    from bookindex.operators.structure.llm_refiner import LLMSectionFilter
 
     if review is not None:
         return LLMSectionFilter(

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from operators.kinds import CAPTION, LIST, TEXT, TITLE
-from operators.parsing.parse import Block, font_family
-from operators.structure.furniture import (
+from bookindex.operators.kinds import CAPTION, LIST, TEXT, TITLE
+from bookindex.operators.parsing.parse import Block, font_family
+from bookindex.operators.structure.furniture import (
     PAGE_NUMBER,
     STARTS_WITH_PAGE,
     BodyStyle,

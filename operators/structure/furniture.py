@@ -9,8 +9,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from operators.kinds import FOOTER, HEADER, TEXT, TITLE
-from operators.parsing.parse import Block, font_family, measure_space_above
+from bookindex.operators.kinds import FOOTER, HEADER, TEXT, TITLE
+from bookindex.operators.parsing.parse import Block, font_family, measure_space_above
 
 _MARGIN = 0.085  # share of the page height that running headers and footers live in
 # Running heads set lower than the margin (a deep top margin): the topmost line of a page

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from operators.structure.heading_features import FEATURE_NAMES
+from bookindex.operators.structure.heading_features import FEATURE_NAMES
 
 CONTEXT_FEATURE_NAMES: tuple[str, ...] = (
     "ctx_p",  # first-stage probability

@@ -24,17 +24,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from operators.kinds import HEADER, LIST, TEXT, TITLE
-from operators.parsing.parse import Block, font_family
-from operators.structure.blocks import (
+from bookindex.operators.kinds import HEADER, LIST, TEXT, TITLE
+from bookindex.operators.parsing.parse import Block, font_family
+from bookindex.operators.structure.blocks import (
     HANGING_LABEL,
     HANGING_LABEL_GAP,
     NEVER_HEADING,
     body_columns,
     is_title_shaped,
 )
-from operators.structure.furniture import BodyStyle, contents_pages
-from operators.structure.sections import (
+from bookindex.operators.structure.furniture import BodyStyle, contents_pages
+from bookindex.operators.structure.sections import (
     _BARE_LABEL,
     _LABEL_ONLY,
     _ROMAN,

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from operators.kinds import MAX_LEVEL
-from operators.structure.heading_context import (
+from bookindex.operators.kinds import MAX_LEVEL
+from bookindex.operators.structure.heading_context import (
     ALL_FEATURE_NAMES,
     STEP_FEATURE_NAMES,
     context_features,
@@ -42,17 +42,17 @@ from operators.structure.heading_context import (
     step_features,
     upright_style,
 )
-from operators.structure.heading_features import (
+from bookindex.operators.structure.heading_features import (
     FEATURE_NAMES,
     SHORT_RUN_CAP,
     candidate_features,
     heading_pool,
     pool_decisions,
 )
-from operators.structure.numbering_levels import nest_by_numbering
-from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
-from operators.structure.part_levels import nest_in_parts
-from operators.structure.sections import (
+from bookindex.operators.structure.numbering_levels import nest_by_numbering
+from bookindex.operators.structure.outline_filter import OutlineSectionFilter, choose_filter
+from bookindex.operators.structure.part_levels import nest_in_parts
+from bookindex.operators.structure.sections import (
     CONTINUES,
     Candidate,
     Decision,

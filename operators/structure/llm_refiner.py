@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from operators.models import ModelBackend, ModelError, NoGeneration
-from operators.models.prompts import SECTION_PROMPT, SECTION_SCHEMA, chat
-from operators.structure.sections import (
+from bookindex.operators.models import ModelBackend, ModelError, NoGeneration
+from bookindex.operators.models.prompts import SECTION_PROMPT, SECTION_SCHEMA, chat
+from bookindex.operators.structure.sections import (
     CONTINUES,
     MAX_LEVEL,
     Candidate,

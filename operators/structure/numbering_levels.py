@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from operators.kinds import MAX_LEVEL
-from operators.structure.heading_context import _roman
+from bookindex.operators.kinds import MAX_LEVEL
+from bookindex.operators.structure.heading_context import _roman
 
 MIN_STYLES = 2
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from operators.kinds import LIST, TEXT, TITLE
-from operators.parsing.parse import Block
-from operators.structure.sections import (
+from bookindex.operators.kinds import LIST, TEXT, TITLE
+from bookindex.operators.parsing.parse import Block
+from bookindex.operators.structure.sections import (
     ENTRY_LABEL,
     MAX_LEVEL,
     Candidate,

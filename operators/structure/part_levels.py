@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from operators.kinds import MAX_LEVEL
+from bookindex.operators.kinds import MAX_LEVEL
 
 _PART = re.compile(r"^\s*(part|section|book|volume)\s+([ivx]+|\d{1,2}|[a-z]+)\b", re.IGNORECASE)
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9}

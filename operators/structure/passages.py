@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from operators.kinds import ROOT
-from operators.structure.tree import Node, count_tokens, toc_skeleton
+from bookindex.operators.kinds import ROOT
+from bookindex.operators.structure.tree import Node, count_tokens, toc_skeleton
 
 # Bumped by a change to a passage's tree (pipelines/provenance.py).
 BUILD_VERSION = 1
@@ -38,7 +38,7 @@ def is_passage_file(path: str) -> bool:
 def read_passages(path: str) -> list[Passage]:
     """Every line of a JSONL corpus; a line that breaks a rule is a Passage with ``error``.
 
-    The rules (README, "Input rules"): a line is a JSON object (bytes that are not UTF-8,
+    The rules (docs/indexing.md, "Input rules"): a line is a JSON object (bytes that are not UTF-8,
     text that is not JSON, nesting deeper than Python's parser takes: errors of that line);
     ``id`` is a string or an integer; ``title`` a string or null; ``text`` a non-blank string
     (null, empty and whitespace-only text is not indexed); no string holds a lone surrogate

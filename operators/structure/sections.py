@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Protocol
 
-from operators.kinds import MAX_LEVEL, TEXT, TITLE
-from operators.parsing.parse import Block, font_family
-from operators.structure.blocks import NEVER_HEADING
-from operators.structure.furniture import BodyStyle
+from bookindex.operators.kinds import MAX_LEVEL, TEXT, TITLE
+from bookindex.operators.parsing.parse import Block, font_family
+from bookindex.operators.structure.blocks import NEVER_HEADING
+from bookindex.operators.structure.furniture import BodyStyle
 
 CONTINUES = "continues the title above"
 _NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,5})\.?(\s+\S|(?=[A-Z][a-z]))")

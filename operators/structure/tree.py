@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from operators.kinds import (
+from bookindex.operators.kinds import (
     CAPTION,
     FIGURE_KINDS,
     FOOTER,
@@ -21,8 +21,8 @@ from operators.kinds import (
     TEXT,
     TITLE,
 )
-from operators.parsing.parse import Block
-from operators.structure.sections import Heading
+from bookindex.operators.parsing.parse import Block
+from bookindex.operators.structure.sections import Heading
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = (".", "!", "?", ":", '"', "”", "’", ")")

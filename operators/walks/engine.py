@@ -51,6 +51,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from types import ModuleType
@@ -59,11 +60,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from operators.config import WalkConfig
-from operators.walks.backend import Backend, cupy_or_reason
-from operators.walks.kernel import VECTOR_BYTES, StatePool, kernel_or_reason
-from operators.walks.topk import host as _host
-from operators.walks.topk import top_k_columns
+from bookindex.operators.config import WalkConfig
+from bookindex.operators.walks.backend import Backend, cupy_or_reason
+from bookindex.operators.walks.kernel import VECTOR_BYTES, StatePool, kernel_or_reason
+from bookindex.operators.walks.topk import host as _host
+from bookindex.operators.walks.topk import top_k_columns
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +96,20 @@ def make_engine(
             return WalkEngine(Backend("gpu", cupy, cusparse, dtype), config, threshold_slack)
         if device == "gpu":
             raise RuntimeError(f"walk engine: device='gpu' requested but {reason}")
-        if not _cpu_notice_done:
-            log.warning("walk engine runs on CPU (SciPy/NumPy): %s", reason)
+        if not _cpu_notice_done:  # once; a notice only where a GPU is there to be used
+            level = logging.INFO if gpu_visible() else logging.DEBUG
+            log.log(level, "walk engine runs on CPU (SciPy/NumPy): %s", reason)
             _cpu_notice_done = True
     if config.blas_threads:
         limit_blas_threads(config.blas_threads)
     return WalkEngine(Backend("cpu", np, sp, dtype), config, threshold_slack)
+
+
+def gpu_visible() -> bool:
+    """Whether this machine shows an NVIDIA GPU (its driver's device list), whatever CuPy."""
+    return os.path.isdir("/proc/driver/nvidia/gpus") and bool(
+        os.listdir("/proc/driver/nvidia/gpus")
+    )
 
 
 def limit_blas_threads(threads: int) -> None:
@@ -109,7 +118,7 @@ def limit_blas_threads(threads: int) -> None:
     second BLAS thread only spins against the other work (measured on 2 cores: a batch of 64
     MuSiQue questions' graphs 15–40 ms on one thread, 40–630 ms on two). Ray workers already
     run their BLAS on ``OMP_NUM_THREADS`` = their CPUs; this sets the same in a driver such as
-    ``jobs.evaluate``."""
+    ``bookindex eval``."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=threads, user_api="blas")

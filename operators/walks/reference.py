@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from operators.config import WalkConfig
-from operators.walks.engine import F64, WalkEngine, _inv, unit_rows
+from bookindex.operators.config import WalkConfig
+from bookindex.operators.walks.engine import F64, WalkEngine, _inv, unit_rows
 
 
 def reference_doc_zoom_single(

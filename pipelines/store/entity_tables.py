@@ -16,10 +16,10 @@ import lance
 import numpy as np
 import pyarrow as pa
 
-from operators.graph.entities import STRUCTURAL_TYPES
-from pipelines.rows import decode_vectors, from_json
-from pipelines.store import lance_store
-from pipelines.store.schemas import (
+from bookindex.operators.graph.entities import STRUCTURAL_TYPES
+from bookindex.pipelines.rows import decode_vectors, from_json
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
     ENTITIES,
     ER_DECISIONS,
     MENTIONS,

@@ -21,7 +21,7 @@ import lance
 import pyarrow as pa
 from lance.fragment import FragmentMetadata, write_fragments
 
-from pipelines.store import lance_store
+from bookindex.pipelines.store import lance_store
 
 
 def write(index_dir: str | Path, table: str, rows: pa.Table, schema: pa.Schema) -> list[str]:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import lance
 
-from operators.config import ConfigError
-from pipelines.run_stats import STATS_FILE
-from pipelines.store.index_lock import BREAK_FILE, LOCK_FILE
-from pipelines.store.schemas import TABLES
+from bookindex.operators.config import ConfigError
+from bookindex.pipelines.run_stats import STATS_FILE
+from bookindex.pipelines.store.index_lock import BREAK_FILE, LOCK_FILE
+from bookindex.pipelines.store.schemas import TABLES
 
 _TABLE_DIRS = {f"{table}.lance" for table in TABLES}
 _JOB_FILES = {STATS_FILE, Path(STATS_FILE).with_suffix(".tmp").name, LOCK_FILE, BREAK_FILE}

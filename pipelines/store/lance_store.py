@@ -11,8 +11,8 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 
-from operators.config import ConfigError
-from pipelines.store.schemas import SCHEMAS, VECTOR_TABLES, schema_for
+from bookindex.operators.config import ConfigError
+from bookindex.pipelines.store.schemas import SCHEMAS, VECTOR_TABLES, schema_for
 
 
 def table_path(index_dir: str | Path, table: str) -> str:

@@ -18,9 +18,9 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.graph.layout_graph import document_communities, document_edges
-from pipelines.store import lance_store
-from pipelines.store.schemas import (
+from bookindex.operators.graph.layout_graph import document_communities, document_edges
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
     COMMUNITIES,
     DOCUMENTS,
     EDGES,

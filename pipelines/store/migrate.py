@@ -8,7 +8,7 @@ passage documents' leaves are split as the index job splits them
 index's), and the ``nodes`` table is written again as a new Lance version with the
 column (older versions stay readable by their version number). Nothing else changes.
 
-    python -m jobs.migrate_index DIR
+    bookindex migrate DIR
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 
-from operators.config import ConfigError
-from operators.models import ModelBackend
-from pipelines.enrich_worker import embed_batch, embedding_texts, passage_sentences
-from pipelines.store import lance_store, recovery
-from pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
+from bookindex.operators.config import ConfigError
+from bookindex.operators.models import ModelBackend
+from bookindex.pipelines.enrich_worker import embed_batch, embedding_texts, passage_sentences
+from bookindex.pipelines.store import lance_store, recovery
+from bookindex.pipelines.store.schemas import DOCUMENTS, NODES, nodes_schema
 
 
 def add_sentence_vectors(index_dir: str | Path, backend: ModelBackend) -> dict[str, int]:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import lance
 
-from operators.config import BookindexConfig
-from operators.models import ModelBackend, load_backend
-from operators.query.engine import QueryEngine
-from operators.query.read_model import COLUMNS, OPTIONAL_COLUMNS, IndexTables, ReadModel
-from pipelines.store import lance_store, recovery
-from pipelines.store.schemas import DOCUMENTS
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import ModelBackend, load_backend
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.read_model import COLUMNS, OPTIONAL_COLUMNS, IndexTables, ReadModel
+from bookindex.pipelines.store import lance_store, recovery
+from bookindex.pipelines.store.schemas import DOCUMENTS
 
 
 def read_index(index_dir: str | Path) -> IndexTables:

@@ -34,8 +34,8 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.store import lance_store
-from pipelines.store.schemas import (
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
     COMMUNITIES,
     DOCUMENTS,
     EDGES,
@@ -185,7 +185,7 @@ def refresh_entities(index_dir: str | Path) -> int:
         return 0
     import numpy as np
 
-    from pipelines.store.entity_tables import rewrite_entities
+    from bookindex.pipelines.store.entity_tables import rewrite_entities
 
     stored = lance_store.read_table(index_dir, ENTITIES).to_pylist()
     corpus = [r for r in stored if not r["doc_id"]]

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from pipelines.model_requests import attach, rows_only
+from bookindex.pipelines.model_requests import attach, rows_only
 
 
 def _answer(doc_id: str, node_id: str) -> dict:

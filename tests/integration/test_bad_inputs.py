@@ -10,9 +10,9 @@ import polars as pl
 import pymupdf
 import pytest
 
-from jobs import index_corpus
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
+from bookindex.jobs import index_corpus
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
 ZERO_PAGE_PDF = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
@@ -129,8 +129,14 @@ def test_empty_directory_is_a_discover_failure(bad_run):
 def test_strict_exits_non_zero_and_rerun_repeats_nothing(bad_run):
     files, empty_dir, out, _ = bad_run
     before = lance_store.read_table(out, FAILURES).num_rows
-    code = index_corpus.main([str(empty_dir), "--out", str(out), "--strict", "--no-enrich"])
+    # the empty directory beside a file to index: its failure row again (replaced, not added)
+    inputs = [str(empty_dir), str(files["good"])]
+    code = index_corpus.main([*inputs, "--out", str(out), "--strict", "--no-enrich"])
     assert code == 1
+    assert lance_store.read_table(out, FAILURES).num_rows == before
+    # alone it names nothing to index: a usage error before any work, nothing written
+    code = index_corpus.main([str(empty_dir), "--out", str(out), "--strict", "--no-enrich"])
+    assert code == 2
     assert lance_store.read_table(out, FAILURES).num_rows == before
     assert (
         index_corpus.main([str(files["good"]), "--out", str(out), "--strict", "--no-enrich"]) == 0

@@ -14,12 +14,12 @@ from pathlib import Path
 import lance
 import polars as pl
 
-from jobs import evaluate
-from operators.config import BookindexConfig
-from operators.structure import passages as passages_stage
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, NODES
+from bookindex.jobs import evaluate
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.structure import passages as passages_stage
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
 from tests.conftest import PAPER
 
 N_PASSAGES = 6

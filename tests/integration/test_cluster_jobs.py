@@ -21,19 +21,19 @@ import psutil
 import pytest
 import yaml
 
-from pipelines.serve_app import free_port
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, NODES
+from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
-EXCLUDES = [".venv", ".git", "data", ".pytest_cache", ".ruff_cache", "*.egg-info", "__pycache__"]
+BOOKINDEX = Path(sys.executable).with_name("bookindex")  # the installed command
 
 
 def test_cluster_and_serve_configs_match_the_code():
     from ray.serve.schema import ServeDeploySchema
 
-    from pipelines.serve_app import build_app
+    from bookindex.pipelines.serve_app import build_app
 
     cluster = yaml.safe_load((REPO / "cluster.yaml").read_text())
     types = cluster["available_node_types"]
@@ -42,8 +42,10 @@ def test_cluster_and_serve_configs_match_the_code():
     assert "GPU" not in types["cpu_worker"]["resources"]
     # the hashed GPU lock (the `.[gpu]` extra by hash) on every node, nothing installed unhashed,
     # and Ray token auth on every node (cluster.yaml's header)
+    # then bookindex itself from the checkout, resolving nothing again (docs/cluster.md)
     installs = [c for c in cluster["setup_commands"] if "pip install" in c]
-    assert installs == [installs[0]] and "--require-hashes -r requirements-gpu.lock" in installs[0]
+    assert "--require-hashes -r requirements-gpu.lock" in installs[0]
+    assert len(installs) == 2 and "--no-deps" in installs[1] and installs[1].endswith(" .")
     starts = cluster["head_start_ray_commands"] + cluster["worker_start_ray_commands"]
     assert all("RAY_AUTH_MODE=token" in c for c in starts if "ray start" in c)
     assert "~/.ray/auth_token" in cluster["file_mounts"]
@@ -52,7 +54,7 @@ def test_cluster_and_serve_configs_match_the_code():
         yaml.safe_load((REPO / "serve_config.yaml").read_text())
     )
     app = config.applications[0]
-    assert app.import_path == "pipelines.serve_app:build_app"
+    assert app.import_path == "bookindex.pipelines.serve_app:build_app"
     scaling = {d.name: d.autoscaling_config for d in app.deployments}
     assert set(scaling) == {"RetrievalEngine"}  # the engine replica is the HTTP ingress
     assert all(s["max_replicas"] > s["min_replicas"] >= 1 for s in scaling.values())
@@ -72,8 +74,8 @@ def _pool(args: dict) -> tuple[int, int]:
 
 
 def test_ocr_pool_threads_and_gpus_come_from_the_configuration():
-    from operators.config import BookindexConfig
-    from pipelines.ocr_stage import OcrStage, ocr_args
+    from bookindex.operators.config import BookindexConfig
+    from bookindex.pipelines.ocr_stage import OcrStage, ocr_args
 
     config = BookindexConfig()
     args = ocr_args(config, workers=2, cpus=8)
@@ -93,9 +95,9 @@ def test_ocr_pool_threads_and_gpus_come_from_the_configuration():
 
 
 def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
-    from operators.config import BookindexConfig, IndexConfig, ModelConfig
-    from pipelines.enrich import enrich_args
-    from pipelines.structure_stage import assemble_group, index_documents, structure_args
+    from bookindex.operators.config import BookindexConfig, IndexConfig, ModelConfig
+    from bookindex.pipelines.enrich import enrich_args
+    from bookindex.pipelines.structure_stage import assemble_group, index_documents, structure_args
 
     def config(backend: str, **index) -> BookindexConfig:
         return BookindexConfig(models=ModelConfig(backend=backend), index=IndexConfig(**index))
@@ -273,8 +275,7 @@ def _submit_and_wait(client, entrypoint: str, timeout_s: float) -> str:
     while True:
         try:
             job_id = client.submit_job(
-                entrypoint=entrypoint,
-                runtime_env={"working_dir": str(REPO), "excludes": EXCLUDES},
+                entrypoint=entrypoint  # bookindex is installed where the head runs, as on a cluster
             )
             break
         except RuntimeError as exc:  # the head's job agent can come up after its API
@@ -297,8 +298,8 @@ def test_index_job_submitted_to_a_cluster(ray_head, shared_data, tmp_path):
     for pdf in pdfs:
         shutil.copy(pdf, corpus / pdf.name)
     out = tmp_path / "index"
-    # what `ray job submit --working-dir . -- python -m jobs.index_corpus ...` does
-    entry = f"{sys.executable} -m jobs.index_corpus {corpus} --out {out} --no-enrich"
+    # what `ray job submit -- bookindex index ...` does (docs/cluster.md)
+    entry = f"{BOOKINDEX} index {corpus} --out {out} --no-enrich"
     logs = _run_job(ray_head, entry)
     assert "documents ok=" in logs
 
@@ -339,10 +340,7 @@ def test_model_index_job_on_a_head_without_gpus(ray_head, shared_data, tmp_path)
         models = tmp_path / "models.json"
         models.write_text(json.dumps({"base_url": fake.url, "model": "fake", "max_retries": 0}))
         out = tmp_path / "index"
-        entry = (
-            f"{sys.executable} -m jobs.index_corpus {pdf} --out {out} --models openai "
-            f"--model-config {models}"
-        )
+        entry = f"{BOOKINDEX} index {pdf} --out {out} --models openai --model-config {models}"
         logs = _run_job(ray_head, entry)
         assert "documents ok=1" in logs
     finally:

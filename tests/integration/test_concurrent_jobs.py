@@ -12,17 +12,17 @@ import time
 
 import pytest
 
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.index_lock import LOCK_FILE
-from pipelines.store.schemas import DOCUMENTS, NODES
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.index_lock import LOCK_FILE
+from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
 from tests.integration.test_fault_tolerance import ENRICHED, REPO, _kill_tree, _snapshot
 from tests.integration.test_fault_tolerance import hotpot_split as hotpot_split  # a fixture
 
 
 def _job(inputs: list[str], out, *extra: str, log=subprocess.PIPE) -> subprocess.Popen:
     env = dict(os.environ, RAY_ADDRESS="local", PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "jobs.index_corpus", *inputs, "--out", str(out)]
+    cmd = [sys.executable, "-m", "bookindex.jobs.index_corpus", *inputs, "--out", str(out)]
     return subprocess.Popen(
         [*cmd, "--workers", "1", "--set", "index.enrich_workers=1", *extra],
         cwd=REPO,

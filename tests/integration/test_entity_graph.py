@@ -12,9 +12,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import (
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
     DOCUMENTS,
     ENTITIES,
     ER_DECISIONS,

@@ -8,9 +8,9 @@ import shutil
 import polars as pl
 import pytest
 
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES, ER_DECISIONS, MENTIONS, NODES, RELATIONS
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import ENTITIES, ER_DECISIONS, MENTIONS, NODES, RELATIONS
 
 REPORTS = ("20080102X00002.pdf", "20080108X00029.pdf")
 

@@ -21,11 +21,18 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from operators.config import BookindexConfig, IndexConfig
-from pipelines.index_pipeline import run_index
-from pipelines.serve_app import free_port
-from pipelines.store import lance_store, recovery
-from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, schema_for
+from bookindex.operators.config import BookindexConfig, IndexConfig
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.store import lance_store, recovery
+from bookindex.pipelines.store.schemas import (
+    DOCUMENTS,
+    ENTITIES,
+    FAILURES,
+    MENTIONS,
+    NODES,
+    schema_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 # Columns that differ between two runs over the same input by design (clocks).
@@ -155,7 +162,15 @@ def test_b_job_killed_outright_resumes_to_the_uninterrupted_tables(
     mentions_before = _version(killed, MENTIONS)
     entities_before = _version(killed, ENTITIES)
     env = dict(os.environ, RAY_ADDRESS="local", PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "jobs.index_corpus", str(a), str(b), "--out", str(killed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bookindex.jobs.index_corpus",
+        str(a),
+        str(b),
+        "--out",
+        str(killed),
+    ]
     job = subprocess.Popen(
         [*cmd, "--workers", "1"],
         cwd=REPO,
@@ -178,7 +193,7 @@ def test_b_job_killed_outright_resumes_to_the_uninterrupted_tables(
     assert len(orphans) == 12  # B's nodes are on disk ...
     visible = recovery.read_committed(killed, NODES, ["node_id", "doc_id"])
     assert set(visible["doc_id"].to_pylist()) == committed_before  # ... and invisible
-    from pipelines.store.reader import open_read_model
+    from bookindex.pipelines.store.reader import open_read_model
 
     model = open_read_model(killed)  # the query side's reader: the same commit rule
     assert len(model.documents) == 12 and {d.doc_id for d in model.documents} == committed_before
@@ -244,7 +259,7 @@ def test_c_uncommitted_rows_are_invisible_and_removed_by_recovery(tmp_path):
 
     assert recovery.read_committed(out, NODES, ["node_id"])["node_id"].to_pylist() == ["d1:0"]
     assert set(recovery.read_committed(out, FAILURES)["uri"].to_pylist()) == {"gone.pdf"}
-    from pipelines.store.reader import read_index
+    from bookindex.pipelines.store.reader import read_index
 
     seen = read_index(out)  # the query side reads every table through the same rule
     assert seen.nodes["node_id"].to_pylist() == ["d1:0"]
@@ -277,7 +292,7 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
     import httpx
     from ray import serve
 
-    from pipelines.serve_app import RetrievalEngine
+    from bookindex.pipelines.serve_app import RetrievalEngine
 
     a, b, new_passages = hotpot_split
     index = tmp_path / "index"

@@ -10,11 +10,11 @@ import re
 
 import pytest
 
-from jobs import index_corpus
-from jobs.make_hostile_corpus import good_inputs
-from operators.eval.hostile_corpus import build_hostile_corpus
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
+from bookindex.jobs import index_corpus
+from bookindex.jobs.make_hostile_corpus import good_inputs
+from bookindex.operators.eval.hostile_corpus import build_hostile_corpus
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
 BUDGET = ["--set", "index.doc_timeout_s=10"]
 

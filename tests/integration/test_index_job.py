@@ -13,14 +13,21 @@ import lancedb
 import polars as pl
 import pytest
 
-from operators.config import BookindexConfig, IndexConfig
-from operators.eval.heading_gold import normalize_title
-from operators.eval.ocr_quality import page_subset_pdf
-from pipelines.index_pipeline import run_index
-from pipelines.run_stats import summary_line
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES, RELATIONS
-from pipelines.structure_stage import plan_tasks, split_limit
+from bookindex.operators.config import BookindexConfig, IndexConfig
+from bookindex.operators.eval.heading_gold import normalize_title
+from bookindex.operators.eval.ocr_quality import page_subset_pdf
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.run_stats import summary_line
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
+    DOCUMENTS,
+    ENTITIES,
+    FAILURES,
+    MENTIONS,
+    NODES,
+    RELATIONS,
+)
+from bookindex.pipelines.structure_stage import plan_tasks, split_limit
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +235,7 @@ def _rerun_and_change(corpus: Path, out: Path, tmp_path: Path) -> None:
     } == versions  # nothing was written at all
 
     # Change one file (new bytes under the same name) and add a new one.
-    from operators.eval.sample_corpus import build_sample_corpus
+    from bookindex.operators.eval.sample_corpus import build_sample_corpus
 
     other = build_sample_corpus(tmp_path / "other", n_docs=2, seed=1)
     old_id = _docs(out).filter(pl.col("uri").str.ends_with("sample_03.pdf"))["doc_id"][0]

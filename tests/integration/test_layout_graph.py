@@ -11,12 +11,12 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from operators.config import BookindexConfig, IndexConfig
-from operators.graph.layout_graph import document_communities, document_edges
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.layout_graph_store import backfill_layout_graph, missing_layout_graph
-from pipelines.store.schemas import COMMUNITIES, DOCUMENTS, EDGES, NODES
+from bookindex.operators.config import BookindexConfig, IndexConfig
+from bookindex.operators.graph.layout_graph import document_communities, document_edges
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.layout_graph_store import backfill_layout_graph, missing_layout_graph
+from bookindex.pipelines.store.schemas import COMMUNITIES, DOCUMENTS, EDGES, NODES
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"  # 9 pages: Tables 1-6, Figures 1-2, "2.1 ..."
 

@@ -17,12 +17,23 @@ import polars as pl
 import pymupdf
 import pytest
 
-from operators.config import BookindexConfig
-from operators.models import ModelConfig
-from operators.models.prompts import ENTITY_PROMPT, RETRY_PROMPT, SECTION_PROMPT, SELECT_PROMPT
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES, ER_DECISIONS, FAILURES, NODES, SECTION_DECISIONS
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import ModelConfig
+from bookindex.operators.models.prompts import (
+    ENTITY_PROMPT,
+    RETRY_PROMPT,
+    SECTION_PROMPT,
+    SELECT_PROMPT,
+)
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import (
+    ENTITIES,
+    ER_DECISIONS,
+    FAILURES,
+    NODES,
+    SECTION_DECISIONS,
+)
 from tests.fakes import FakeOpenAI, image_parts, max_overlap, prompt_text
 
 PDFS = ("mmlongbench/documents/2303.05039v2.pdf",)  # 9 pages: 11 figures, 6 tables

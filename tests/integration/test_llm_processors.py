@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from operators.config import BookindexConfig
-from operators.models import ModelError
-from operators.models.prompts import ENTITY_SCHEMA, SECTION_SCHEMA, SELECT_SCHEMA
-from pipelines.llm_processors import (
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import ModelError
+from bookindex.operators.models.prompts import ENTITY_SCHEMA, SECTION_SCHEMA, SELECT_SCHEMA
+from bookindex.pipelines.llm_processors import (
     ERROR_KEY,
     EndpointSession,
     _Requests,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import lance
 import numpy as np
 
-from operators.config import BookindexConfig
-from operators.models import load_backend
-from pipelines.store import lance_store
-from pipelines.store.migrate import add_sentence_vectors
-from pipelines.store.schemas import NODES
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import load_backend
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.migrate import add_sentence_vectors
+from bookindex.pipelines.store.schemas import NODES
 
 
 def test_migration_writes_the_index_jobs_sentence_vectors(hotpot_index) -> None:

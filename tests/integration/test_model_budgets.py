@@ -5,7 +5,7 @@ indexed. (The crash and exception cases of the same mechanism: tests/unit/pipeli
 test_model_host.py.)
 
 The budgets are one stage's work on one document (or page), models loaded beforehand: OCR of a
-200-dpi page takes seconds of CPU (0.19–0.23 pages per CPU-second, README), far past 0.5 s.
+200-dpi page takes seconds of CPU (0.19–0.23 pages per CPU-second, docs/results.md), far past 0.5 s.
 Enrich (offline models) costs about a + b·nodes: measured on this 2-core machine, a 3-page paper
 or report (~40–60 nodes) takes 1.5 s idle-ish and 4–8 s under load 10–40, 150 book pages (1,125
 nodes) 52 s under load 10, spaCy alone ~3 ms a node. The stalled document is three HiPS books in
@@ -18,10 +18,10 @@ import polars as pl
 import pymupdf
 import pytest
 
-from jobs import index_corpus
-from operators.eval.ocr_quality import image_only_pdf, page_subset_pdf
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
+from bookindex.jobs import index_corpus
+from bookindex.operators.eval.ocr_quality import image_only_pdf, page_subset_pdf
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES, NODES
 
 BOOK = (
     "hips/PDFs/climate-change-and-international-shipping-the-regulatory-framework-for-the-"

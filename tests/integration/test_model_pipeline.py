@@ -10,11 +10,11 @@ import shutil
 import polars as pl
 import pytest
 
-from operators.config import BookindexConfig
-from operators.models import ModelConfig
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES, FAILURES, MENTIONS, NODES
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.models import ModelConfig
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import ENTITIES, FAILURES, MENTIONS, NODES
 from tests.fakes import FakeOpenAI
 
 FIGURE_TEXT = "A bar chart of quarterly widget sales by the Acme Widget Company."

@@ -10,12 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from operators.config import BookindexConfig
-from operators.eval.hostile_corpus import blank_pages
-from operators.eval.ocr_quality import image_only_pdf
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, FAILURES
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.eval.hostile_corpus import blank_pages
+from bookindex.operators.eval.ocr_quality import image_only_pdf
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
 

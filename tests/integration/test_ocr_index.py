@@ -9,11 +9,11 @@ import polars as pl
 import pymupdf
 import pytest
 
-from jobs import index_corpus
-from operators.eval.heading_gold import title_similarity
-from operators.eval.ocr_quality import image_only_pdf, normalize_text, page_subset_pdf
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES
+from bookindex.jobs import index_corpus
+from bookindex.operators.eval.heading_gold import title_similarity
+from bookindex.operators.eval.ocr_quality import image_only_pdf, normalize_text, page_subset_pdf
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, ENTITIES, FAILURES, MENTIONS, NODES
 
 BOOK = (
     "hips/PDFs/climate-change-and-international-shipping-the-regulatory-framework-for-the-"

@@ -6,8 +6,8 @@ def test_the_ocr_pool_has_no_worker_without_a_batch():
     """A run with 5 pages to OCR in batches of 4 starts 2 workers, with 3 pages 1 (each
     worker holds a CPU while it loads the models); the engine's threads stay those of the
     configured pool."""
-    from operators.config import BookindexConfig
-    from pipelines.ocr_stage import ocr_args
+    from bookindex.operators.config import BookindexConfig
+    from bookindex.pipelines.ocr_stage import ocr_args
 
     config = BookindexConfig()
     pools = {}

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from operators.config import BookindexConfig, WalkConfig
-from operators.query.documents import TITLE_ENTITY
-from operators.query.read_model import COLUMNS
-from operators.query.registry import QUERY_METHODS
-from pipelines.store.reader import open_engine, read_index
+from bookindex.operators.config import BookindexConfig, WalkConfig
+from bookindex.operators.query.documents import TITLE_ENTITY
+from bookindex.operators.query.read_model import COLUMNS
+from bookindex.operators.query.registry import QUERY_METHODS
+from bookindex.pipelines.store.reader import open_engine, read_index
 from tests.conftest import PAPER, REPO
 
 CPU = BookindexConfig(walk=WalkConfig(device="cpu"))
@@ -45,14 +45,14 @@ def test_the_reader_reads_each_table_once_through_the_commit_rule(paper_index):
 
 
 def test_query_job_prints_json(paper_index):
-    command = [sys.executable, "-m", "jobs.query", "How many tables are on page 4?"]
+    command = [sys.executable, "-m", "bookindex.jobs.query", "How many tables are on page 4?"]
     command += ["--index", str(paper_index), "--doc", PAPER, "--json", "--set", "query.k=3"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout[done.stdout.index("{") :])
     assert result["answer"] == "3" and result["method"] == "bookrag"
     bad = subprocess.run(
-        [sys.executable, "-m", "jobs.query", " ", "--index", str(paper_index)],
+        [sys.executable, "-m", "bookindex.jobs.query", " ", "--index", str(paper_index)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -63,7 +63,7 @@ def test_query_job_prints_json(paper_index):
         [
             sys.executable,
             "-m",
-            "jobs.query",
+            "bookindex.jobs.query",
             "q",
             "--index",
             str(paper_index),

@@ -11,11 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from operators.config import BookindexConfig, IndexConfig
-from operators.eval.heading_gold import load_hips_gold, score
-from pipelines.index_pipeline import run_index
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, NODES
+from bookindex.operators.config import BookindexConfig, IndexConfig
+from bookindex.operators.eval.heading_gold import load_hips_gold, score
+from bookindex.pipelines.index_pipeline import run_index
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
 
 HIPS_BOOK = "aegis-or-achilles-heel-the-dilemma-of-homology-in-biopatents-in-the-wake-of-novozymes"
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"

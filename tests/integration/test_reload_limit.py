@@ -24,7 +24,7 @@ APP = "reload_limit"
 def served(hotpot_index):
     from ray import serve
 
-    from pipelines.serve_app import (
+    from bookindex.pipelines.serve_app import (
         ReloadGate,
         RetrievalEngine,
         app_config,

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from pipelines.serve_app import free_port
+from bookindex.pipelines.serve_app import free_port
 
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
 
@@ -18,7 +18,7 @@ QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
 def server(hotpot_questions_index, tmp_path_factory):
     from ray import serve
 
-    from pipelines.serve_app import build_app
+    from bookindex.pipelines.serve_app import build_app
 
     root = tmp_path_factory.mktemp("serve")
     index, questions = hotpot_questions_index  # 25 passages, the questions' gold among them

@@ -1,4 +1,4 @@
-"""``python -m jobs.serve`` as a user starts it: its own local Ray, Ray Serve's direct ingress
+"""``bookindex serve`` as a user starts it: its own local Ray, Ray Serve's direct ingress
 (the engine replica answers HTTP on serve.port itself), and the same guard as through the proxy:
 the bearer token, the body limit, 422 on a bad field; /retrieve and /query answer."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines.serve_app import free_port
+from bookindex.pipelines.serve_app import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
@@ -32,7 +32,7 @@ def direct(hotpot_index):
     # Ray Serve keeps a direct-ingress replica draining for 30 s at shutdown (time for a load
     # balancer to deregister it; none here): the fixture's stop took ~34 s, all of it waiting.
     env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] = "0"
-    command = [sys.executable, "-m", "jobs.serve", "--index", str(index)]
+    command = [str(Path(sys.executable).with_name("bookindex")), "serve", "--index", str(index)]
     command += ["--port", str(port), "--set", "serve.max_body_bytes=2048"]
     log = (root / "serve.log").open("w")
     server = subprocess.Popen(
@@ -50,7 +50,7 @@ def direct(hotpot_index):
         while "serving" not in (root / "serve.log").read_text():
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(
-                    "jobs.serve did not start:\n" + (root / "serve.log").read_text()[-3000:]
+                    "bookindex serve did not start:\n" + (root / "serve.log").read_text()[-3000:]
                 )
             time.sleep(1)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:

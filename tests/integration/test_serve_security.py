@@ -34,7 +34,7 @@ def _start(index: Path, token_file: Path) -> str:
     """Serve the index on a free 127.0.0.1 port with the token file; the base URL."""
     from ray import serve
 
-    from pipelines.serve_app import build_app
+    from bookindex.pipelines.serve_app import build_app
 
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -70,13 +70,16 @@ def _paths(client: httpx.Client) -> list[tuple[str, str]]:
     return found + [("GET", "/openapi.json"), ("GET", "/docs"), ("POST", "/nowhere")]
 
 
-def test_every_endpoint_but_health_needs_the_bearer_token(served):
+OPEN = {"/health", "/docs", "/openapi.json"}  # serve_guard.OPEN_PATHS
+
+
+def test_every_endpoint_but_health_and_the_docs_needs_the_bearer_token(served):
     client, _ = served
     wrong = secrets.token_urlsafe(24)
     for method, path in _paths(client):
         for headers in ({}, {"Authorization": f"Bearer {wrong}"}, {"Authorization": TOKEN}):
             reply = client.request(method, path, json={"query": QUESTION}, headers=headers)
-            if path == "/health":
+            if path in OPEN:
                 assert reply.status_code == 200, (method, path, reply.text)
                 continue
             assert reply.status_code == 401, (method, path, headers, reply.status_code)
@@ -88,6 +91,14 @@ def test_every_endpoint_but_health_needs_the_bearer_token(served):
         "/retrieve", json={"query": QUESTION}, headers={"authorization": f"bearer {TOKEN}"}
     )
     assert lower.status_code == 200
+    # /docs in a browser: the page and its schema open, the bearer scheme declared on every
+    # protected route (Swagger's Authorize button sends the token with each call)
+    spec = client.get("/openapi.json").json()
+    schemes = spec["components"]["securitySchemes"]
+    assert [s["scheme"] for s in schemes.values()] == ["bearer"]
+    for path in ("/retrieve", "/query", "/admin/reload"):
+        assert spec["paths"][path]["post"]["security"] == [{name: []} for name in schemes]
+    assert "swagger" in client.get("/docs").text.lower()
 
 
 def test_reloads_are_rate_limited(served):

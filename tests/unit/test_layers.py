@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_operators_import_without_ray():
     modules = sorted(
-        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        "bookindex." + ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
         for p in (REPO / "operators").rglob("*.py")
     )
     assert len(modules) > 30

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.config import (
+from bookindex.operators.config import (
     BookindexConfig,
     ConfigError,
     ModelConfig,
@@ -84,7 +84,7 @@ def test_show_config_prints_every_field_and_hides_the_key():
     for section in ("models", "index", "resolver", "walk", "relevance", "query", "serve"):
         assert f"[{section}]" in text
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.show_config", "--set", "walk.alpha=0.7", "--json"],
+        [sys.executable, "-m", "bookindex.jobs.show_config", "--set", "walk.alpha=0.7", "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -93,7 +93,7 @@ def test_show_config_prints_every_field_and_hides_the_key():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["walk"]["alpha"] == 0.7
     bad = subprocess.run(
-        [sys.executable, "-m", "jobs.show_config", "--set", "walk.alpha=7"],
+        [sys.executable, "-m", "bookindex.jobs.show_config", "--set", "walk.alpha=7"],
         cwd=REPO,
         capture_output=True,
         text=True,

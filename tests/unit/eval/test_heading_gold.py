@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.eval.heading_gold import (
+from bookindex.operators.eval.heading_gold import (
     aggregate,
     clean_markdown_title,
     compact_title,

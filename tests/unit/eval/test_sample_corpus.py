@@ -11,8 +11,8 @@ from typing import Any
 import pymupdf
 import pytest
 
-from jobs.make_sample_corpus import main
-from operators.eval.sample_corpus import build_sample_corpus
+from bookindex.jobs.make_sample_corpus import main
+from bookindex.operators.eval.sample_corpus import build_sample_corpus
 
 HEADING_SIZES = {20.0: 1, 14.0: 2, 11.5: 3}
 

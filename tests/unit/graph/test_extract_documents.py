@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from operators.config import ModelConfig
-from operators.graph.entities import extract_document, extract_documents
-from operators.models.offline import OfflineBackend
-from operators.structure.passages import passage_nodes, read_passages
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.graph.entities import extract_document, extract_documents
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.structure.passages import passage_nodes, read_passages
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
 

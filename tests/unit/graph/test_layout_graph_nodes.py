@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.graph.layout_graph import WEIGHTS, document_communities, document_edges
+from bookindex.operators.graph.layout_graph import WEIGHTS, document_communities, document_edges
 
 
 def _node(order: int, kind: str, parent: str | None, page: int = 1, **fields) -> dict:

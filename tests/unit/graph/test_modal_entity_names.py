@@ -5,9 +5,9 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from operators.graph.entities import modal_entity_name
-from operators.parsing.parse import document_metadata, parse_pages
-from operators.structure.assemble import assemble_document
+from bookindex.operators.graph.entities import modal_entity_name
+from bookindex.operators.parsing.parse import document_metadata, parse_pages
+from bookindex.operators.structure.assemble import assemble_document
 
 SYLLABUS = "syllabusqa/syllabi/pdf/130 syllabus_2 S 2023.pdf"  # tables without captions
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.config import ModelConfig, ResolverConfig
-from operators.graph.entities import LocalEntity, NodeExtraction
-from operators.graph.entity_sets import CorpusEntities, resolve_document
-from operators.models import ModelError, check_config, load_backend, load_reranker
-from operators.models.offline import embedding_model_path
+from bookindex.operators.config import ModelConfig, ResolverConfig
+from bookindex.operators.graph.entities import LocalEntity, NodeExtraction
+from bookindex.operators.graph.entity_sets import CorpusEntities, resolve_document
+from bookindex.operators.models import ModelError, check_config, load_backend, load_reranker
+from bookindex.operators.models.offline import embedding_model_path
 
 
 @pytest.fixture(scope="module")

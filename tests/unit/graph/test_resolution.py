@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.config import ResolverConfig
-from operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
-from operators.graph.entity_sets import CorpusEntities, resolve_document
-from operators.graph.resolution import (
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.entities import LocalEntity, LocalRelation, NodeExtraction
+from bookindex.operators.graph.entity_sets import CorpusEntities, resolve_document
+from bookindex.operators.graph.resolution import (
     EXACT,
     LLM,
     MERGE,
@@ -19,7 +19,7 @@ from operators.graph.resolution import (
     Resolver,
     gradient_select,
 )
-from operators.graph.vector_index import VectorIndex
+from bookindex.operators.graph.vector_index import VectorIndex
 
 
 def test_sharp_drop_merges_with_the_top_candidate():

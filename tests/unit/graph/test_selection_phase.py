@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.config import ResolverConfig
-from operators.graph.resolution import LLM, SELECT, Canonical, Resolver, SelectionPhase
+from bookindex.operators.config import ResolverConfig
+from bookindex.operators.graph.resolution import LLM, SELECT, Canonical, Resolver, SelectionPhase
 
 CONFIG = ResolverConfig(c0=0.0, floor=0.1, g=0.6, top_k=10)
 
@@ -91,7 +91,7 @@ def _corpus(n: int = 900, docs: int = 30, seed: int = 0) -> list[dict]:
 
 
 def _corpus_run(corpus: list[dict], phase: SelectionPhase):
-    from operators.graph.entity_sets import CorpusEntities
+    from bookindex.operators.graph.entity_sets import CorpusEntities
 
     entities = CorpusEntities(48, ResolverConfig(top_k=10), phase)
     results = entities.resolve(corpus)
@@ -99,7 +99,7 @@ def _corpus_run(corpus: list[dict], phase: SelectionPhase):
 
 
 def test_answers_that_keep_the_rules_merges_need_no_second_corpus_resolution() -> None:
-    from operators.graph.resolution import relabel_answered
+    from bookindex.operators.graph.resolution import relabel_answered
 
     corpus = _corpus()
     first_phase = SelectionPhase({})

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from operators.config import ModelConfig
-from operators.models import offline
-from operators.models.bf16_embedder import Bf16Embedder
-from operators.models.offline import OfflineBackend, embedding_model_path
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models import offline
+from bookindex.operators.models.bf16_embedder import Bf16Embedder
+from bookindex.operators.models.offline import OfflineBackend, embedding_model_path
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
 
@@ -65,7 +65,7 @@ def test_a_texts_vector_does_not_depend_on_its_batch(texts, embedder) -> None:
 
 
 def test_bf16_runs_only_where_the_cpu_multiplies_bf16(monkeypatch) -> None:
-    import operators.models.bf16_embedder as bf16
+    import bookindex.operators.models.bf16_embedder as bf16
 
     assert ModelConfig().embed_runtime == "onnx"  # the default: float32
     for native, runs in ((True, "bf16"), (False, "onnx")):

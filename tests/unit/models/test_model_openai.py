@@ -10,9 +10,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from operators.models import ModelConfig, ModelError, load_backend
-from operators.models.openai_compatible import OpenAIBackend
-from operators.models.prompts import ENTITY_SCHEMA
+from bookindex.operators.models import ModelConfig, ModelError, load_backend
+from bookindex.operators.models.openai_compatible import OpenAIBackend
+from bookindex.operators.models.prompts import ENTITY_SCHEMA
 from tests.fakes import FakeOpenAI, Reply
 
 

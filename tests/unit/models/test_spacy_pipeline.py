@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import spacy
 
-from operators.config import ModelConfig
-from operators.models.offline import OfflineBackend, _entities_of
-from operators.structure.passages import read_passages
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.offline import OfflineBackend, _entities_of
+from bookindex.operators.structure.passages import read_passages
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
 

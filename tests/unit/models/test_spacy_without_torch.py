@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from operators.config import ModelConfig
-from operators.models.offline import spacy_needs_torch
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.offline import spacy_needs_torch
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT.parent / "shared" / "data" / "multihop" / "musique" / "corpus.jsonl"
@@ -19,9 +19,9 @@ _SCRIPT = """
 import dataclasses, json, sys
 if sys.argv[1] == "torch-first":
     import torch  # noqa: F401
-from operators.config import ModelConfig
-from operators.models.offline import OfflineBackend
-from operators.structure.passages import read_passages
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.structure.passages import read_passages
 texts = [p.text for p in read_passages(sys.argv[2])[:120]]
 backend = OfflineBackend(ModelConfig())
 found = backend.extract_entities_batch(texts)

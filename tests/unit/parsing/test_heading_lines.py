@@ -9,7 +9,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from operators.parsing.parse import heading_line, parse_pages
+from bookindex.operators.parsing.parse import heading_line, parse_pages
 
 
 def _page_blocks(shared_data: Path, corpus: str, prefix: str, page: int):

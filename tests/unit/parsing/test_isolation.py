@@ -11,10 +11,10 @@ import time
 import pymupdf
 import pytest
 
-from operators.eval.hostile_corpus import deep_outline
-from operators.parsing.isolation import Isolated, run_isolated
-from operators.parsing.parse import parse_pages
-from operators.parsing.probe import probe_pdf
+from bookindex.operators.eval.hostile_corpus import deep_outline
+from bookindex.operators.parsing.isolation import Isolated, run_isolated
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.parsing.probe import probe_pdf
 
 
 def _parse_texts(path: str) -> list[str]:
@@ -43,8 +43,9 @@ def test_the_60000_deep_outline_crashes_its_child_not_the_caller(tmp_path):
 def test_a_stall_is_killed_at_its_budget():
     started = time.monotonic()
     with pytest.raises(Isolated, match=r"^timed out after 1 s$"):
-        run_isolated(time.sleep, 60, timeout_s=1)
-    assert time.monotonic() - started < 30  # killed, not waited for
+        run_isolated(time.sleep, 3600, timeout_s=1)
+    # killed, not waited for: an hour's sleep ends long before its hour on any machine
+    assert time.monotonic() - started < 1800
 
 
 def test_an_exception_in_the_child_keeps_its_type_message_and_traceback():
@@ -79,7 +80,7 @@ def test_many_items_in_one_child_each_get_the_verdict_of_their_own_child(shared_
     """Real PDFs probed in one child answer as each in a child of its own; an item that kills
     the child, one that stalls and one past the memory budget are each that item's failure,
     judged alone, and the items after them are still run."""
-    from operators.parsing.isolation import run_isolated_each
+    from bookindex.operators.parsing.isolation import run_isolated_each
 
     papers = sorted((shared_data / "mmlongbench" / "documents").glob("23*.pdf"))[:3]
     crashing = tmp_path / "crash.pdf"

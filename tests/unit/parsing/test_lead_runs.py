@@ -5,7 +5,7 @@ and ``italic``, which mean "every span"."""
 
 from __future__ import annotations
 
-from operators.parsing.parse import lead_runs
+from bookindex.operators.parsing.parse import lead_runs
 from tests.unit.parsing.test_heading_lines import _page_blocks
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from operators.eval.ocr_quality import (
+from bookindex.operators.eval.ocr_quality import (
     edit_distance,
     image_only_pdf,
     page_cer,
     page_subset_pdf,
     text_layer_words,
 )
-from operators.parsing.ocr import (
+from bookindex.operators.parsing.ocr import (
     OCR_FONT,
     OcrEngine,
     clean_text,
@@ -22,8 +22,8 @@ from operators.parsing.ocr import (
     merge_ocr_blocks,
     snap_font_sizes,
 )
-from operators.parsing.parse import parse_pages
-from operators.parsing.probe import probe_pdf
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.parsing.probe import probe_pdf
 
 # A HiPS book page of running text, a section heading and footnotes (not a page the OCR
 # constants were set on).
@@ -47,7 +47,7 @@ def read(scan):
     _, scan_pdf = scan
     engine = OcrEngine(threads=1)
     with pymupdf.open(scan_pdf) as doc:
-        from operators.parsing.ocr import render_page
+        from bookindex.operators.parsing.ocr import render_page
 
         page = doc[0]
         lines = engine.read_lines(render_page(page, 200), 72 / 200)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from operators.kinds import TABLE
-from operators.parsing.parse import _table_blocks
-from operators.parsing.ruled_tables import find_ruled_tables, page_rulings, sorted_words
-from operators.parsing.tables import table_grid
+from bookindex.operators.kinds import TABLE
+from bookindex.operators.parsing.parse import _table_blocks
+from bookindex.operators.parsing.ruled_tables import find_ruled_tables, page_rulings, sorted_words
+from bookindex.operators.parsing.tables import table_grid
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
 MANUAL = "mmlongbench/documents/User_Manual_1500S_Classic_EN.pdf"

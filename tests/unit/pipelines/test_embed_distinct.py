@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.config import ModelConfig
-from operators.models.offline import OfflineBackend
-from operators.structure.passages import read_passages
-from pipelines.enrich_worker import _split, embed_distinct
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.structure.passages import read_passages
+from bookindex.pipelines.enrich_worker import _split, embed_distinct
 from tests.unit.graph.test_extract_documents import CORPUS
 
 

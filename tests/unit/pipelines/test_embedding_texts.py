@@ -3,10 +3,10 @@ it, "title text"; a PDF's leaves with their own text."""
 
 from __future__ import annotations
 
-from operators.kinds import ROOT
-from operators.structure.passages import read_passages
-from pipelines.enrich_worker import embedding_texts
-from pipelines.rows import from_json, passage_document_row
+from bookindex.operators.kinds import ROOT
+from bookindex.operators.structure.passages import read_passages
+from bookindex.pipelines.enrich_worker import embedding_texts
+from bookindex.pipelines.rows import from_json, passage_document_row
 
 
 def test_a_passage_is_embedded_with_its_title(shared_data):

@@ -23,13 +23,26 @@ def _imported(modules: str, watched: tuple[str, ...]) -> list[str]:
 
 
 def test_the_enrich_worker_imports_no_pdf_stack_and_no_query_side() -> None:
-    watched = ("pymupdf", "fitz", "pipelines.structure_stage", "pipelines.model_requests")
-    watched += ("operators.parsing.parse", "operators.query.documents", "scipy", "polars")
-    assert _imported("pipelines.enrich_worker, pipelines.model_host", watched) == []
+    watched = (
+        "pymupdf",
+        "fitz",
+        "bookindex.pipelines.structure_stage",
+        "bookindex.pipelines.model_requests",
+    )
+    watched += (
+        "bookindex.operators.parsing.parse",
+        "bookindex.operators.query.documents",
+        "scipy",
+        "polars",
+    )
+    assert (
+        _imported("bookindex.pipelines.enrich_worker, bookindex.pipelines.model_host", watched)
+        == []
+    )
     # the lazily imported paths still work where they are called
-    from operators.structure.passages import read_passages
-    from pipelines.er_selection import _requests  # noqa: F401
-    from pipelines.rows import passage_document_row
+    from bookindex.operators.structure.passages import read_passages
+    from bookindex.pipelines.er_selection import _requests  # noqa: F401
+    from bookindex.pipelines.rows import passage_document_row
 
     corpus = ROOT.parent / "shared" / "data" / "multihop" / "musique" / "corpus.jsonl"
     row = passage_document_row(read_passages(str(corpus))[0])
@@ -37,12 +50,17 @@ def test_the_enrich_worker_imports_no_pdf_stack_and_no_query_side() -> None:
 
 
 def test_the_enrich_actor_imports_no_model_code() -> None:
-    watched = ("pipelines.enrich_worker", "operators.models", "operators.config", "pydantic")
-    watched += ("operators.graph.entity_sets", "pipelines.model_stage", "scipy")
-    assert _imported("pipelines.enrich", watched) == []
+    watched = (
+        "bookindex.pipelines.enrich_worker",
+        "bookindex.operators.models",
+        "bookindex.operators.config",
+        "pydantic",
+    )
+    watched += ("bookindex.operators.graph.entity_sets", "bookindex.pipelines.model_stage", "scipy")
+    assert _imported("bookindex.pipelines.enrich", watched) == []
     # the worker the actor's child builds is the enrich worker
-    from pipelines.enrich import WORKER
-    from pipelines.enrich_worker import EnrichWorker
-    from pipelines.model_host import _load
+    from bookindex.pipelines.enrich import WORKER
+    from bookindex.pipelines.enrich_worker import EnrichWorker
+    from bookindex.pipelines.model_host import _load
 
     assert _load(WORKER) is EnrichWorker

@@ -10,12 +10,12 @@ import lance
 import pyarrow as pa
 import pytest
 
-from operators.parsing.probe import identify
-from pipelines.index_pipeline import node_rows, write_document_rows
-from pipelines.rows import HEAVY, from_json
-from pipelines.store import fragments, lance_store, recovery
-from pipelines.store.layout_graph_store import graph_tables
-from pipelines.store.schemas import (
+from bookindex.operators.parsing.probe import identify
+from bookindex.pipelines.index_pipeline import node_rows, write_document_rows
+from bookindex.pipelines.rows import HEAVY, from_json
+from bookindex.pipelines.store import fragments, lance_store, recovery
+from bookindex.pipelines.store.layout_graph_store import graph_tables
+from bookindex.pipelines.store.schemas import (
     COMMUNITIES,
     EDGES,
     NODES,
@@ -23,7 +23,7 @@ from pipelines.store.schemas import (
     edges_schema,
     nodes_schema,
 )
-from pipelines.structure_stage import index_documents, probe_document
+from bookindex.pipelines.structure_stage import index_documents, probe_document
 from tests.conftest import PAPER
 
 WIDTH = 384

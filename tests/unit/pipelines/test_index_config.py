@@ -9,19 +9,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.index_corpus import build_parser, flag_values
-from operators.config import (
+from bookindex.jobs.index_corpus import build_parser, flag_values
+from bookindex.operators.config import (
     BookindexConfig,
     ConfigError,
     IndexConfig,
     ModelConfig,
     config_from_args,
 )
-from operators.models import ModelError, check_config, embedding_width
-from pipelines.index_pipeline import check_index_config, node_rows
-from pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
-from pipelines.store import lance_store
-from pipelines.store.schemas import ENTITIES, NODES, nodes_schema, schema_for
+from bookindex.operators.models import ModelError, check_config, embedding_width
+from bookindex.pipelines.index_pipeline import check_index_config, node_rows
+from bookindex.pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import ENTITIES, NODES, nodes_schema, schema_for
 
 
 def _config(argv: list[str]) -> BookindexConfig:
@@ -127,7 +127,7 @@ def test_rows_encode_vectors_and_json_once():
 
 
 def test_the_job_joins_the_configured_or_the_job_apis_ray_and_never_a_stray_cluster():
-    from pipelines.index_pipeline import ray_address
+    from bookindex.pipelines.index_pipeline import ray_address
 
     # no address anywhere: a Ray of its own ("local"), not ray.init()'s default, which joins
     # the cluster `ray start` left on this machine (another user's, another job's)

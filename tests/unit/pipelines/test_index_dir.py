@@ -10,10 +10,10 @@ import lance
 import pyarrow as pa
 import pytest
 
-from jobs import index_corpus
-from pipelines.store import lance_store, recovery
-from pipelines.store.index_dir import IndexDirError, check_index_dir
-from pipelines.store.schemas import DOCUMENTS, FAILURES, schema_for
+from bookindex.jobs import index_corpus
+from bookindex.pipelines.store import lance_store, recovery
+from bookindex.pipelines.store.index_dir import IndexDirError, check_index_dir
+from bookindex.pipelines.store.schemas import DOCUMENTS, FAILURES, schema_for
 
 
 def _index(path):

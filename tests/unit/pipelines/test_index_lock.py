@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pipelines.store.index_lock import LOCK_FILE, IndexLock, IndexLocked
+from bookindex.pipelines.store.index_lock import LOCK_FILE, IndexLock, IndexLocked
 
 
 def test_the_lock_names_its_holder_and_a_second_job_is_refused(tmp_path):
@@ -47,7 +47,7 @@ def test_a_second_job_waits_for_the_first(tmp_path):
 def test_a_dead_holder_on_this_host_is_broken_at_once(tmp_path):
     # a real job process that took the lock and was killed with SIGKILL
     code = (
-        "import sys, time; from pipelines.store.index_lock import IndexLock;"
+        "import sys, time; from bookindex.pipelines.store.index_lock import IndexLock;"
         f"lock = IndexLock({str(tmp_path)!r}); lock.acquire(); print('held', flush=True);"
         "time.sleep(600)"
     )

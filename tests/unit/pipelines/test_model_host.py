@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from operators.parsing.isolation import Isolated
-from pipelines.model_host import ModelHost
+from bookindex.operators.parsing.isolation import Isolated
+from bookindex.pipelines.model_host import ModelHost
 
 WORKER = "tests.fakes:PoisonWorker"
 

@@ -8,13 +8,13 @@ import lance
 import pyarrow as pa
 import pymupdf
 
-from jobs.index_corpus import build_parser, flag_values
-from operators.config import config_from_args
-from operators.eval.ocr_quality import image_only_pdf, page_subset_pdf
-from pipelines.ocr_stage import ocr_tasks, text_ranges
-from pipelines.store import lance_store
-from pipelines.store.schemas import DOCUMENTS, documents_schema
-from pipelines.structure_stage import probe_document
+from bookindex.jobs.index_corpus import build_parser, flag_values
+from bookindex.operators.config import config_from_args
+from bookindex.operators.eval.ocr_quality import image_only_pdf, page_subset_pdf
+from bookindex.pipelines.ocr_stage import ocr_tasks, text_ranges
+from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.schemas import DOCUMENTS, documents_schema
+from bookindex.pipelines.structure_stage import probe_document
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
 

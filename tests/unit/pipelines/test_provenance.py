@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from operators.config import BookindexConfig
-from operators.structure import passages
-from pipelines import enrich, provenance
-from pipelines.provenance import PASSAGE, PDF, build_record, stale_documents, stale_reason
+from bookindex.operators.config import BookindexConfig
+from bookindex.operators.structure import passages
+from bookindex.pipelines import enrich, provenance
+from bookindex.pipelines.provenance import PASSAGE, PDF, build_record, stale_documents, stale_reason
 
 
 def _config(**sections) -> BookindexConfig:
@@ -98,7 +98,7 @@ def test_the_llm_refiners_window_and_retries_are_part_of_a_generative_pdf_build(
 
 
 def test_the_learned_filters_model_file_is_part_of_a_pdf_build(monkeypatch, tmp_path):
-    from operators.structure import learned_filter
+    from bookindex.operators.structure import learned_filter
 
     record = build_record(_config(), PDF)
     real = learned_filter.MODEL_PATH.read_bytes()

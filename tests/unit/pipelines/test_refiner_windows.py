@@ -9,8 +9,12 @@ import os
 
 import pyarrow as pa
 
-from pipelines.rows import from_json
-from pipelines.structure_stage import apply_section_answers, index_documents, probe_document
+from bookindex.pipelines.rows import from_json
+from bookindex.pipelines.structure_stage import (
+    apply_section_answers,
+    index_documents,
+    probe_document,
+)
 
 PDF = "mmlongbench/documents/2303.05039v2.pdf"
 

@@ -8,19 +8,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.config import ModelConfig
-from operators.graph.entity_linking import chunk_sentences, sentence_spans, sentences
-from operators.kinds import LEAF_KINDS
-from operators.models.offline import OfflineBackend
-from operators.structure.passages import read_passages
-from pipelines.enrich_worker import (
+from bookindex.operators.config import ModelConfig
+from bookindex.operators.graph.entity_linking import chunk_sentences, sentence_spans, sentences
+from bookindex.operators.kinds import LEAF_KINDS
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.structure.passages import read_passages
+from bookindex.pipelines.enrich_worker import (
     embed_batch,
     embedding_texts,
     passage_heading,
     passage_sentences,
     sentence_spans_in,
 )
-from pipelines.rows import from_json, passage_document_row
+from bookindex.pipelines.rows import from_json, passage_document_row
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.serve_guard import (
+from bookindex.pipelines.serve_guard import (
     TOKEN_ENV,
     GuardSettings,
     RequestGuard,
@@ -120,7 +120,7 @@ def test_the_token_comes_from_a_file_or_the_environment(tmp_path):
 def test_jobs_serve_refuses_to_start_without_a_token_or_open_without_one(
     tmp_path, monkeypatch, capsys
 ):
-    from jobs.serve import main
+    from bookindex.jobs.serve import main
 
     (tmp_path / "documents.lance").mkdir()  # looks like an index: the checks come first
     monkeypatch.delenv(TOKEN_ENV, raising=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.run_stats import summary_line
+from bookindex.pipelines.run_stats import summary_line
 
 BASE = {"ok": 0, "failed": 0, "skipped": 0, "needs_ocr": 0, "nodes": 0, "entities": 0}
 

@@ -11,17 +11,17 @@ import json
 import pyarrow as pa
 import pytest
 
-from operators.config import BookindexConfig, WalkConfig
-from operators.models import ModelConfig, load_backend
-from operators.query.engine import QueryEngine
-from operators.query.read_model import COLUMNS, IndexTables, ReadModel
+from bookindex.operators.config import BookindexConfig, WalkConfig
+from bookindex.operators.models import ModelConfig, load_backend
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.read_model import COLUMNS, IndexTables, ReadModel
 from tests.conftest import PAPER
 
 
 def tables_of(doc_rows: list[dict]) -> IndexTables:
     """The read model's tables from enriched document rows of the index job."""
-    from pipelines.index_pipeline import node_rows
-    from pipelines.store.layout_graph_store import graph_tables
+    from bookindex.pipelines.index_pipeline import node_rows
+    from bookindex.pipelines.store.layout_graph_store import graph_tables
 
     batch = pa.Table.from_pylist(doc_rows)
     edges, communities = graph_tables(doc_rows)
@@ -58,10 +58,10 @@ def tables_of(doc_rows: list[dict]) -> IndexTables:
 
 def index_pdfs(paths: list[str]) -> list[dict]:
     """PDFs through the index job's stage functions, in this process: enriched document rows."""
-    from operators.config import ResolverConfig
-    from operators.parsing.probe import identify
-    from pipelines.enrich_worker import EnrichWorker
-    from pipelines.structure_stage import index_documents, probe_document
+    from bookindex.operators.config import ResolverConfig
+    from bookindex.operators.parsing.probe import identify
+    from bookindex.pipelines.enrich_worker import EnrichWorker
+    from bookindex.pipelines.structure_stage import index_documents, probe_document
 
     probed = [
         probe_document({"doc_id": f.doc_id, "uri": f.uri, "size": f.size}) for f in identify(paths)

@@ -8,13 +8,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from operators.config import BookindexConfig, QueryConfig, RelevanceConfig, WalkConfig
-from operators.query import bookrag as bookrag_agent
-from operators.query import bookrag_ops as ops
-from operators.query import deepread, ladrag, scoring
-from operators.query.engine import QueryEngine
-from operators.query.registry import QUERY_METHODS
-from operators.query.rules import GLOBAL, MULTI, SINGLE, classify, global_spec, split_question
+from bookindex.operators.config import BookindexConfig, QueryConfig, RelevanceConfig, WalkConfig
+from bookindex.operators.query import bookrag as bookrag_agent
+from bookindex.operators.query import bookrag_ops as ops
+from bookindex.operators.query import deepread, ladrag, scoring
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.registry import QUERY_METHODS
+from bookindex.operators.query.rules import (
+    GLOBAL,
+    MULTI,
+    SINGLE,
+    classify,
+    global_spec,
+    split_question,
+)
 from tests.conftest import PAPER
 
 
@@ -143,7 +150,7 @@ def test_named_tables_are_found_by_caption_and_ranked_first(index, doc):
 
 
 def test_answer_format_instructions_are_not_searched():
-    from operators.query.rules import retrieval_text
+    from bookindex.operators.query.rules import retrieval_text
 
     assert (
         retrieval_text("How many items? Please write the answer in int format.")

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from operators.models import ModelConfig, ModelError
-from operators.models.offline import OfflineBackend
-from operators.query.bookrag import fallbacks
-from operators.query.engine import QueryEngine
-from operators.query.read_model import ReadModel
+from bookindex.operators.models import ModelConfig, ModelError
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.query.bookrag import fallbacks
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.read_model import ReadModel
 from tests.conftest import PAPER
 
 

@@ -7,10 +7,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.query.bm25 import Bm25
-from operators.query.documents import TITLE_ENTITY, DocumentView, StaleIndexError
-from operators.query.read_model import COLUMNS, IndexTables, ReadModel
-from operators.query.registry import PASSAGE, PASSAGE_METHODS, QUERY, QUERY_METHODS, evaluated
+from bookindex.operators.query.bm25 import Bm25
+from bookindex.operators.query.documents import TITLE_ENTITY, DocumentView, StaleIndexError
+from bookindex.operators.query.read_model import COLUMNS, IndexTables, ReadModel
+from bookindex.operators.query.registry import (
+    PASSAGE,
+    PASSAGE_METHODS,
+    QUERY,
+    QUERY_METHODS,
+    evaluated,
+)
 
 DOCS = [  # doc_id, uri, title, status
     ("d2", "c.jsonl#p2", "Hello Love (song)", "ok"),
@@ -106,7 +112,7 @@ def test_one_bm25_scores_and_ranks_alike():
 
 
 def test_the_method_registry_feeds_the_jobs():
-    from jobs import evaluate, query
+    from bookindex.jobs import evaluate, query
 
     assert PASSAGE_METHODS == ("zoom", "bm25", "dense")
     assert set(QUERY_METHODS) == {"auto", "bookrag", "deepread", "zoom", "ladrag", "dense",
@@ -135,9 +141,9 @@ class _CountingBackend:
 def test_zoom_embeds_only_the_questions_and_ranks_stored_sentence_vectors():
     """Chunk-Zoom over passages reads the sentence vectors the index stored: a batch of
     questions costs one embedding call holding exactly those questions."""
-    from operators.query.retrieval import Retrieval
-    from operators.query.zoom import Zoom
-    from operators.walks.engine import make_engine
+    from bookindex.operators.query.retrieval import Retrieval
+    from bookindex.operators.query.zoom import Zoom
+    from bookindex.operators.walks.engine import make_engine
 
     backend = _CountingBackend()
     model = ReadModel.from_tables(_tables(), backend)

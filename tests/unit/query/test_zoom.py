@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from operators.config import WalkConfig
-from operators.graph.entity_linking import EntityLinker, title_forms, title_links
-from operators.query import zoom as zoom_module
-from operators.query.documents import DocumentView
-from operators.query.zoom import Zoom
-from operators.walks.engine import make_engine
+from bookindex.operators.config import WalkConfig
+from bookindex.operators.graph.entity_linking import EntityLinker, title_forms, title_links
+from bookindex.operators.query import zoom as zoom_module
+from bookindex.operators.query.documents import DocumentView
+from bookindex.operators.query.zoom import Zoom
+from bookindex.operators.walks.engine import make_engine
 
 
 def test_title_forms_drop_the_qualifier_and_a_leading_the():
@@ -259,7 +259,7 @@ def test_a_question_asked_of_one_pdf_gets_the_same_zoom_evidence_whatever_else_i
     so another PDF's vector and entities moved this one's Chunk-Zoom scores and ranking."""
     import dataclasses
 
-    from operators.query.engine import QueryEngine
+    from bookindex.operators.query.engine import QueryEngine
     from tests.conftest import PAPER
 
     view = engine.zoom.view

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.structure.blocks import join_hanging_labels
+from bookindex.operators.structure.blocks import join_hanging_labels
 from tests.unit.structure.test_running_heads import _marked
 
 

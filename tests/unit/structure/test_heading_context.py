@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.structure.heading_context import (
+from bookindex.operators.structure.heading_context import (
     CONTEXT_FEATURE_NAMES,
     context_features,
     numbering_key,
 )
-from operators.structure.heading_features import FEATURE_NAMES
+from bookindex.operators.structure.heading_features import FEATURE_NAMES
 
 
 def test_numbering_keys():
@@ -54,7 +54,7 @@ def test_no_rows():
 
 
 def test_step_features_compare_a_heading_with_the_kept_one_before():
-    from operators.structure.heading_context import (
+    from bookindex.operators.structure.heading_context import (
         ALL_FEATURE_NAMES,
         PAIR_FEATURE_NAMES,
         STEP_FEATURE_NAMES,

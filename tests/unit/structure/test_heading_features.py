@@ -8,16 +8,20 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from operators.parsing.parse import parse_pages
-from operators.structure.blocks import classify_blocks
-from operators.structure.heading_features import (
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.structure.blocks import classify_blocks
+from bookindex.operators.structure.heading_features import (
     FEATURE_NAMES,
     candidate_features,
     heading_pool,
     pool_decisions,
     running_shape,
 )
-from operators.structure.sections import LayoutSectionFilter, SectionContext, candidates_of
+from bookindex.operators.structure.sections import (
+    LayoutSectionFilter,
+    SectionContext,
+    candidates_of,
+)
 from tests.unit.structure.test_heading_rules import _mmlongbench
 
 
@@ -75,7 +79,7 @@ def test_bold_or_italic_lead_in_is_a_column_and_a_style_of_its_own(shared_data):
     they read as body face): the rows carry the lead-in's share, and their style key
     (``heading_context.row_style``, which the second stage and the level consensus group by)
     is not the body's."""
-    from operators.structure.heading_context import row_style
+    from bookindex.operators.structure.heading_context import row_style
 
     members, x = _features(_book(shared_data, "basic-income-tax"), 64, 72)
     lead_bold = FEATURE_NAMES.index("lead_bold")
@@ -145,7 +149,7 @@ def test_a_run_of_short_lines_in_one_type_is_counted_a_heading_stands_alone(
     as headings; basic-income-tax's case heading, a bold case name before its roman citation,
     stands alone in its type though the court's opening line under it is a short line too,
     and so does "Notes and questions:" before its numbered paragraphs."""
-    from operators.structure.heading_features import SHORT_RUN_CAP, short_runs
+    from bookindex.operators.structure.heading_features import SHORT_RUN_CAP, short_runs
 
     with pymupdf.open(str(sample_corpus / "sample_03.pdf")) as doc:
         blocks = parse_pages(doc, 4, 6).blocks

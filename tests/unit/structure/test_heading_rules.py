@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.eval.heading_gold import load_hips_gold, score
-from operators.structure.assemble import extract_headings as _extract
+from bookindex.operators.eval.heading_gold import load_hips_gold, score
+from bookindex.operators.structure.assemble import extract_headings as _extract
 
 
 def extract_headings(pdf: str, use_outline: bool = True) -> list[tuple[int, str, int]]:

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from operators.structure import learned_filter
-from operators.structure.assemble import extract_headings, structure_blocks
-from operators.structure.learned_filter import (
+from bookindex.operators.structure import learned_filter
+from bookindex.operators.structure.assemble import extract_headings, structure_blocks
+from bookindex.operators.structure.learned_filter import (
     MODEL_PATH,
     LearnedSectionFilter,
     load_model,
     section_filter,
 )
-from operators.structure.llm_refiner import LLMSectionFilter
-from operators.structure.sections import LayoutSectionFilter
+from bookindex.operators.structure.llm_refiner import LLMSectionFilter
+from bookindex.operators.structure.sections import LayoutSectionFilter
 from tests.fakes import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[3]
@@ -39,7 +39,7 @@ def _hips_pdf(shared_data: Path, prefix: str) -> Path:
 @pytest.fixture(scope="module")
 def small_books(shared_data):
     from benchmarks.section_data import extract_book
-    from operators.eval.heading_gold import load_hips_gold
+    from bookindex.operators.eval.heading_gold import load_hips_gold
 
     books = []
     for prefix in SMALL_BOOKS:
@@ -138,8 +138,8 @@ def test_levels_are_scored_only_where_a_decision_reads_them(small_books):
     import numpy as np
 
     from benchmarks.train_section_model import _candidates, _layout, _outline_decisions
-    from operators.structure.heading_context import row_style
-    from operators.structure.learned_filter import decide_with_scores, row_prominences
+    from bookindex.operators.structure.heading_context import row_style
+    from bookindex.operators.structure.learned_filter import decide_with_scores, row_prominences
 
     model = load_model()
     for book in small_books:
@@ -177,12 +177,12 @@ import sys, warnings
 sys.modules["sklearn"] = None  # importing it raises ImportError
 sys.modules["lightgbm"] = None
 warnings.simplefilter("error")
-from operators.structure.learned_filter import load_model, section_filter, LearnedSectionFilter
+from bookindex.operators.structure.learned_filter import load_model, section_filter, LearnedSectionFilter
 model = load_model()
 assert model.training["books"], "the model file records its training books"
 assert "cv" in model.training
 assert isinstance(section_filter([], False), LearnedSectionFilter)
-from operators.structure.assemble import extract_headings
+from bookindex.operators.structure.assemble import extract_headings
 headings = extract_headings({str(pdf)!r}, use_outline=False)
 assert len(headings) >= 10, headings
 assert "sklearn" not in {{k for k, v in sys.modules.items() if v is not None}}
@@ -251,9 +251,9 @@ def test_llm_refiner_reviews_the_least_certain_first(shared_data):
     threshold first, each with its p_title, and only max_candidates of them."""
     import pymupdf
 
-    from operators.models import ModelConfig
-    from operators.models.openai_compatible import OpenAIBackend
-    from operators.parsing.parse import document_metadata, parse_pages
+    from bookindex.operators.models import ModelConfig
+    from bookindex.operators.models.openai_compatible import OpenAIBackend
+    from bookindex.operators.parsing.parse import document_metadata, parse_pages
 
     pdf = _hips_pdf(shared_data, SMALL_BOOKS[1])
     with pymupdf.open(str(pdf)) as doc:
@@ -285,7 +285,7 @@ def test_llm_refiner_reviews_the_least_certain_first(shared_data):
 def test_viterbi_levels_follow_the_step_model_where_the_level_model_is_unsure():
     import numpy as np
 
-    from operators.structure.learned_filter import viterbi_levels
+    from bookindex.operators.structure.learned_filter import viterbi_levels
 
     classes = (1, 2, 3)
     unsure = np.array([[0.6, 0.3, 0.1], [0.4, 0.35, 0.25], [0.4, 0.3, 0.3]])
@@ -320,8 +320,8 @@ def test_style_consensus_gives_one_level_per_kept_style(small_books):
     kept keep their probabilities."""
     import numpy as np
 
-    from operators.structure.heading_context import row_style
-    from operators.structure.learned_filter import style_consensus
+    from bookindex.operators.structure.heading_context import row_style
+    from bookindex.operators.structure.learned_filter import style_consensus
 
     book = small_books[1]  # aegis-or-achilles-heel
     x = book.x_off
@@ -352,8 +352,8 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
 
     from benchmarks.section_data import extract_book
     from benchmarks.train_section_model import STAGES, _layout, fit_mode
-    from operators.eval.heading_gold import load_hips_gold
-    from operators.structure.learned_filter import first_stage, mode_from_json
+    from bookindex.operators.eval.heading_gold import load_hips_gold
+    from bookindex.operators.structure.learned_filter import first_stage, mode_from_json
 
     pdf = _hips_pdf(shared_data, "the-role-of-the-patent-system")
     books = [*small_books, extract_book("hips", pdf, load_hips_gold(pdf.stem))]

@@ -12,13 +12,13 @@ import math
 
 import pytest
 
-from operators.models import ModelConfig
-from operators.models.offline import OfflineBackend
-from operators.models.openai_compatible import OpenAIBackend
-from operators.structure.assemble import assemble_document, structure_blocks
-from operators.structure.llm_refiner import LLMSectionFilter
-from operators.structure.outline_filter import OutlineSectionFilter, choose_filter
-from operators.structure.sections import LayoutSectionFilter
+from bookindex.operators.models import ModelConfig
+from bookindex.operators.models.offline import OfflineBackend
+from bookindex.operators.models.openai_compatible import OpenAIBackend
+from bookindex.operators.structure.assemble import assemble_document, structure_blocks
+from bookindex.operators.structure.llm_refiner import LLMSectionFilter
+from bookindex.operators.structure.outline_filter import OutlineSectionFilter, choose_filter
+from bookindex.operators.structure.sections import LayoutSectionFilter
 from tests.fakes import FakeOpenAI
 
 
@@ -26,7 +26,7 @@ from tests.fakes import FakeOpenAI
 def book(shared_data):
     import pymupdf
 
-    from operators.parsing.parse import document_metadata, parse_pages
+    from bookindex.operators.parsing.parse import document_metadata, parse_pages
 
     pdfs = sorted((shared_data / "hips" / "PDFs").glob("*.pdf"))
     if not pdfs:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from operators.eval.heading_gold import parse_toc_file
-from operators.kinds import MAX_LEVEL
-from operators.structure.numbering_levels import nest_by_numbering, number_of
+from bookindex.operators.eval.heading_gold import parse_toc_file
+from bookindex.operators.kinds import MAX_LEVEL
+from bookindex.operators.structure.numbering_levels import nest_by_numbering, number_of
 
 
 def _gold(shared_data: Path, corpus: str, prefix: str) -> list[tuple[int, str, int]]:

@@ -8,13 +8,13 @@ import numpy as np
 import pymupdf
 import pytest
 
-from operators.eval.heading_gold import load_hips_gold, match_headings
-from operators.kinds import TEXT
-from operators.parsing.parse import document_metadata, parse_pages
-from operators.structure.assemble import extract_headings, structure_blocks
-from operators.structure.learned_filter import decide_with_scores
-from operators.structure.outline_filter import OutlineSectionFilter
-from operators.structure.sections import (
+from bookindex.operators.eval.heading_gold import load_hips_gold, match_headings
+from bookindex.operators.kinds import TEXT
+from bookindex.operators.parsing.parse import document_metadata, parse_pages
+from bookindex.operators.structure.assemble import extract_headings, structure_blocks
+from bookindex.operators.structure.learned_filter import decide_with_scores
+from bookindex.operators.structure.outline_filter import OutlineSectionFilter
+from bookindex.operators.structure.sections import (
     Candidate,
     Decision,
     bare_title,
@@ -234,7 +234,7 @@ def test_an_entry_whose_label_the_page_sets_apart_is_located_on_its_title(shared
 
 
 def test_entry_title_keeps_the_block_text_without_an_entry_or_where_the_block_says_more():
-    from operators.structure.sections import entry_title
+    from bookindex.operators.structure.sections import entry_title
 
     assert entry_title("Historic Exclusion", None) == "Historic Exclusion"
     assert entry_title("Historic Exclusion", "  \n ") == "Historic Exclusion"  # a blank bookmark

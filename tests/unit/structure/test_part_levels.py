@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from operators.eval.heading_gold import parse_toc_file
-from operators.kinds import MAX_LEVEL
-from operators.structure.part_levels import nest_in_parts, part_number
+from bookindex.operators.eval.heading_gold import parse_toc_file
+from bookindex.operators.kinds import MAX_LEVEL
+from bookindex.operators.structure.part_levels import nest_in_parts, part_number
 
 
 def _gold(shared_data: Path, corpus: str, prefix: str) -> list[tuple[int, str, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from operators.structure.passages import read_passages
+from bookindex.operators.structure.passages import read_passages
 
 BAD = [
     (b'{"id": "s", "text": "bad \\ud800"}', "text holds a lone surrogate"),

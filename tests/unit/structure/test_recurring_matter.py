@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.structure.heading_features import FEATURE_NAMES
-from operators.structure.learned_filter import (
+from bookindex.operators.structure.heading_features import FEATURE_NAMES
+from bookindex.operators.structure.learned_filter import (
     MODEL_PATH,
     first_stage,
     load_model,
     recurring_matter,
 )
-from operators.structure.sections import Decision
+from bookindex.operators.structure.sections import Decision
 
 COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from operators.kinds import HEADER, TEXT
-from operators.parsing.parse import parse_pages
-from operators.structure.furniture import mark_headers_footers
+from bookindex.operators.kinds import HEADER, TEXT
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.structure.furniture import mark_headers_footers
 
 
 def _marked(

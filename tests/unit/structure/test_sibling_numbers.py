@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.structure.learned_filter import LEARNED_SIBLING, decide_with_scores, sibling_styles
-from operators.structure.sections import Candidate, Decision
+from bookindex.operators.structure.learned_filter import (
+    LEARNED_SIBLING,
+    decide_with_scores,
+    sibling_styles,
+)
+from bookindex.operators.structure.sections import Candidate, Decision
 
 CLASSES = (1, 2, 3, 4, 5, 6)
 BODY = (1.0, False, False, False, 0.9, False, False)  # row_style: the body face

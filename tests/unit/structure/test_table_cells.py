@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pymupdf
 
-from operators.kinds import TEXT
-from operators.parsing.parse import Block, document_metadata, parse_pages
-from operators.structure.assemble import structure_blocks
-from operators.structure.blocks import _table_cells, body_columns, body_style
+from bookindex.operators.kinds import TEXT
+from bookindex.operators.parsing.parse import Block, document_metadata, parse_pages
+from bookindex.operators.structure.assemble import structure_blocks
+from bookindex.operators.structure.blocks import _table_cells, body_columns, body_style
 
 
 def _line(page: int, text: str, x0: float, x1: float, y0: float, n_lines: int = 1) -> Block:

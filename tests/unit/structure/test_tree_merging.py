@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pymupdf
 
-from operators.eval.hostile_corpus import run_on_paragraph
-from operators.kinds import ROOT, SECTION
-from operators.parsing.parse import parse_pages
-from operators.parsing.probe import probe_pdf
-from operators.structure.assemble import assemble_document
-from operators.structure.tree import count_tokens
+from bookindex.operators.eval.hostile_corpus import run_on_paragraph
+from bookindex.operators.kinds import ROOT, SECTION
+from bookindex.operators.parsing.parse import parse_pages
+from bookindex.operators.parsing.probe import probe_pdf
+from bookindex.operators.structure.assemble import assemble_document
+from bookindex.operators.structure.tree import count_tokens
 
 
 def _nodes(path: str):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from operators.walks.kernel import CsrKernel, StatePool, aligned_empty, kernel_or_reason
+from bookindex.operators.walks.kernel import CsrKernel, StatePool, aligned_empty, kernel_or_reason
 
 
 def _matrix(n: int, m: int, dtype, seed: int = 0) -> sp.csr_matrix:
@@ -100,7 +100,7 @@ def test_state_pool_reuses_only_free_blocks():
 
 def test_walk_results_survive_later_walks():
     """Walk states come from the pool: a result still held is never handed out again."""
-    from operators.walks.engine import make_engine
+    from bookindex.operators.walks.engine import make_engine
 
     rng = np.random.default_rng(5)
     docs = rng.normal(size=(200, 16))

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from operators.config import WalkConfig
-from operators.walks.engine import make_engine
-from operators.walks.reference import coupled_doc_zoom, reference_doc_zoom_single
-from operators.walks.topk import top_k_columns, top_k_rows
+from bookindex.operators.config import WalkConfig
+from bookindex.operators.walks.engine import make_engine
+from bookindex.operators.walks.reference import coupled_doc_zoom, reference_doc_zoom_single
+from bookindex.operators.walks.topk import top_k_columns, top_k_rows
 
 N_DOC, N_ENT, N_Q, DIM = 300, 500, 32, 32
 
@@ -319,7 +319,7 @@ def test_gpu_branches_with_numpy_in_place_of_cupy(engine, corpus):
     """The GPU code path (one state chunk per batch, cuSPARSE-style product, no compiled
     kernel), run with NumPy/SciPy standing in for CuPy, gives the CPU path's results; the real
     CuPy run is ``test_gpu_backend_matches_cpu`` / ``benchmarks/gpu_check.py``."""
-    from operators.walks.engine import Backend, WalkEngine
+    from bookindex.operators.walks.engine import Backend, WalkEngine
 
     stand_in = WalkEngine(Backend("gpu", np, sp, np.float64)).fit(
         corpus["docs"], corpus["doc_entity"]
