@@ -13,6 +13,7 @@ and removes it when the command succeeds. Only the ``bookindex`` command turns t
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -85,9 +86,15 @@ class Console:
         print(f"error: {text}", file=self.err, flush=True)
 
     # ---- progress ---------------------------------------------------------------------------
+    @property
+    def progress_stream(self) -> TextIO:
+        """Where a job's own progress lines go: stderr, or nowhere with ``--quiet``."""
+        return io.StringIO() if self.quiet else self.err
+
     def progress(self, event: StageProgress) -> None:
-        """One line per stage: rewritten in place on a terminal while the stage runs, printed
-        at most every ``PLAIN_EVERY_S`` seconds otherwise, and once more when it ends."""
+        """One line per stage: rewritten in place on a terminal while the stage runs; otherwise
+        printed when its first documents are done and then at most every ``PLAIN_EVERY_S``
+        seconds; and once more when it ends."""
         label = STAGE_LABELS.get(event.stage)
         if self.quiet or label is None:
             return
@@ -105,8 +112,8 @@ class Console:
             self._live = True
             return
         now = time.monotonic()
-        last = self._last.setdefault(event.stage, now)  # the stage's start, then its last line
-        if now - last >= PLAIN_EVERY_S:
+        last = self._last.get(event.stage)  # the stage's last line (None: none yet)
+        if event.done and (last is None or now - last >= PLAIN_EVERY_S):
             self._last[event.stage] = now
             print(line, file=self.err, flush=True)
 

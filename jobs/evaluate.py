@@ -35,6 +35,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from bookindex.jobs.console import Console, job_parser, run_job
 from bookindex.operators.config import (
@@ -76,14 +77,27 @@ def read_questions(path: str, limit: int | None = None, key: str = "gold_ids") -
     return questions
 
 
-def parse_methods(value: str | None, kind: str) -> list[str] | None:
+def split_questions(questions: list[dict], split: str | None, part: str | None) -> list[dict]:
+    """The questions whose document is in ``part`` of the split file ``split`` (every set's
+    ``part`` list together: {"mmlongbench": {"tune": [...], "report": [...]}, ...})."""
+    if not (split and part):
+        raise ValueError("give both --split FILE and --part NAME")
+    with open(split, encoding="utf-8") as handle:
+        sets = json.load(handle)
+    docs = {d for value in sets.values() if isinstance(value, dict) for d in value.get(part, [])}
+    if not docs:
+        raise KeyError(f"no documents in part {part!r} of {split}")
+    return [q for q in questions if q["doc"] in docs]
+
+
+def parse_methods(value: str | None, kind: str, err: TextIO | None = None) -> list[str] | None:
     """The comma-separated methods of a kind (default: those evaluated by default); None
     (after a message) when one is unknown."""
     allowed = method_names(kind)
     methods = [m.strip() for m in (value or ",".join(evaluated(kind))).split(",") if m.strip()]
     unknown = [m for m in methods if m not in allowed]
     if unknown:
-        print(f"unknown method(s) {unknown}; choose from {allowed}", file=sys.stderr)
+        print(f"unknown method(s) {unknown}; choose from {allowed}", file=err or sys.stderr)
         return None
     return methods
 
@@ -113,9 +127,11 @@ def recall_at(ranked: list[str], gold: list[str], k: int) -> float:
     return len(gold_set & set(ranked[:k])) / len(gold_set) if gold_set else 0.0
 
 
-def evaluate_method(retrieval, questions: list[dict], method: str, batch: int) -> list[dict]:
+def evaluate_method(
+    retrieval, questions: list[dict], method: str, batch: int, err: TextIO | None = None
+) -> list[dict]:
     rows = []
-    progress = Progress(method, len(questions))
+    progress = Progress(method, len(questions), err)
     for lo in range(0, len(questions), batch):
         group = questions[lo : lo + batch]
         started = time.perf_counter()
@@ -165,23 +181,24 @@ def index_notes(index: Path, kind: str, methods: list[str], stale_note: str) -> 
 
 
 def check_build(
-    index: Path, config: BookindexConfig, policy: str
+    index: Path, config: BookindexConfig, policy: str, err: TextIO | None = None
 ) -> tuple[BookindexConfig | None, str]:
     """The configuration to index with and a note for the summary; None when the index holds
-    documents another build made and ``policy`` is "refuse" (they are printed)."""
+    documents another build made and ``policy`` is "refuse" (they are printed to ``err``)."""
+    err = err or sys.stderr
     from bookindex.pipelines.provenance import index_staleness
 
     stale = index_staleness(index, config)
     if not stale:
         return config, ""
-    print(f"{len(stale)} document(s) of {index} were indexed by another build:", file=sys.stderr)
+    print(f"{len(stale)} document(s) of {index} were indexed by another build:", file=err)
     for uri, why in list(stale.items())[:10]:
-        print(f"  {uri}: {why}", file=sys.stderr)
+        print(f"  {uri}: {why}", file=err)
     if policy == "refuse":
         print(
             "refusing to evaluate a stale index: re-index it (bookindex index), or pass "
             "--stale reindex (re-index those documents now) or --stale allow (evaluate as is)",
-            file=sys.stderr,
+            file=err,
         )
         return None, ""
     if policy == "reindex":
@@ -226,6 +243,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--index", default=None, help="index directory (default: OUT/index)")
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
+    parser.add_argument(
+        "--split",
+        default=None,
+        metavar="FILE",
+        help="PDF QA: a JSON file of document splits ({set: {part: [file names]}}), with --part",
+    )
+    parser.add_argument(
+        "--part",
+        default=None,
+        help="PDF QA: the part of --split to ask (e.g. tune or report): only its documents' "
+        "questions",
+    )
     parser.add_argument("--batch", type=int, default=64, help="queries per retrieval batch")
     parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
     parser.add_argument(
@@ -255,19 +284,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from bookindex.pipelines.index_pipeline import show_ray_output
 
     show_ray_output(console.verbose)
+    with console.libraries_to_log("eval"):
+        try:
+            return _evaluate(args, config, console)
+        except BaseException:
+            console.failed = True
+            raise
+
+
+def _evaluate(args: argparse.Namespace, config: BookindexConfig, console: Console) -> int:
     if args.docs:
         return main_pdf(args, config, console)
     from bookindex.pipelines.index_pipeline import run_index
     from bookindex.pipelines.store.reader import open_engine
 
-    methods = parse_methods(args.method, PASSAGE)
+    methods = parse_methods(args.method, PASSAGE, console.err)
     if methods is None:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index = Path(args.index) if args.index else out / "index"
     questions = read_questions(args.questions, args.limit)
-    index_config, stale_note = check_build(index, config, args.stale)
+    index_config, stale_note = check_build(index, config, args.stale, console.err)
     if index_config is None:
         return 2
     summary = run_index([args.corpus], index, index_config, progress=console.progress)
@@ -278,7 +316,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     warm_up_s = time.perf_counter() - started
     console.note(f"warm-up (models, walk graph, indexes): {warm_up_s:.1f}s")
     rows = {
-        method: evaluate_method(engine.retrieval, questions, method, args.batch)
+        method: evaluate_method(
+            engine.retrieval, questions, method, args.batch, console.progress_stream
+        )
         for method in methods
     }
     metrics = {method: summarise(method_rows) for method, method_rows in rows.items()}
@@ -292,26 +332,35 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console) -> int:
-    from bookindex.operators.eval.pdf_qa import evaluate_pdf_method, pdf_markdown, summarise_pdf
+    from bookindex.operators.eval.pdf_qa import (
+        Baselines,
+        evaluate_pdf_method,
+        pdf_markdown,
+        summarise_pdf,
+    )
     from bookindex.pipelines.index_pipeline import run_index
     from bookindex.pipelines.store.reader import open_engine
 
-    methods = parse_methods(args.method, QUERY)
+    methods = parse_methods(args.method, QUERY, console.err)
     if methods is None:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index = Path(args.index) if args.index else out / "index"
-    questions = read_questions(args.questions, args.limit, key="doc")
+    questions = read_questions(args.questions, None, key="doc")
+    if args.split or args.part:
+        try:
+            questions = split_questions(questions, args.split, args.part)
+        except (OSError, ValueError, KeyError) as exc:
+            console.error(f"--split/--part: {exc}")
+            return 2
+    questions = questions[: args.limit] if args.limit else questions
     wanted = sorted({q["doc"] for q in questions})
     missing = [d for d in wanted if not (Path(args.docs) / d).is_file()]
     if missing:
-        print(
-            f"{len(missing)} question document(s) not in {args.docs}: {missing[:5]}",
-            file=sys.stderr,
-        )
+        console.error(f"{len(missing)} question document(s) not in {args.docs}: {missing[:5]}")
         return 2
-    index_config, stale_note = check_build(index, config, args.stale)
+    index_config, stale_note = check_build(index, config, args.stale, console.err)
     if index_config is None:
         return 2
     pdfs = [str(Path(args.docs) / d) for d in wanted]
@@ -319,7 +368,13 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     console.note(summary.line())
     engine = open_engine(index, config)
     k = config.query.k if args.k is None else args.k
-    rows = {method: evaluate_pdf_method(engine, questions, method, k) for method in methods}
+    baselines = Baselines(engine)  # each question's baselines, asked once for every method
+    rows = {
+        method: evaluate_pdf_method(
+            engine, questions, method, k, baselines, stream=console.progress_stream
+        )
+        for method in methods
+    }
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     report = pdf_markdown(metrics, args.questions)
     report += index_notes(index, QUERY, [*methods, "dense"], stale_note)

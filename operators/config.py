@@ -264,6 +264,18 @@ class WalkConfig(Section):
     bridge_weight: float = Field(
         0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"
     )
+    query_seed: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Chunk-Zoom's start vector: share given to the chunks by the question's "
+        "own similarity (softmax of cosine / seed_temperature), the rest to the Doc-Zoom "
+        "entity scores (0: entities alone, as ZoomRAG; 0.5 chosen on the tuning split of "
+        "benchmarks/pdf_qa_split.json)",
+    )
+    seed_temperature: float = Field(
+        0.05, gt=0, description="temperature of the query seed's softmax over cosines"
+    )
     device: Device = Field("auto", description="walk engine: auto (CuPy if a GPU), cpu, gpu")
     blas_threads: int = Field(
         1,

@@ -71,9 +71,7 @@ def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, 
     bounded = config.index.task_retries
     # the deprecation is known (above) and has no replacement in the pinned Ray: not shown to
     # the job's user on every run
-    warnings.filterwarnings(
-        "ignore", message="`ray_remote_args` is deprecated", module="ray.data", append=False
-    )
+    warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
     if actors:
         return {"max_restarts": bounded, "max_task_retries": bounded}
     return {"max_retries": bounded}

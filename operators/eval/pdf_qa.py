@@ -1,16 +1,26 @@
-"""PDF QA evaluation: every method of the query API against dense top-k at the same number of
-evidence units, per question.
+"""PDF QA evaluation: every method of the query API against two baselines at the same number of
+evidence units, per question: dense top-k and ``hybrid`` (BM25 and dense fused by reciprocal
+rank).
 
 For each question (canonical PDF QA format: question, answers, doc, evidence_pages,
-evidence_texts, answer_format) and method, the method answers inside the question's document;
-then the dense baseline retrieves exactly as many units as the method returned. Page metrics
-count answerable questions (those with evidence pages); span recall those with evidence texts;
-EM/F1 those with a gold answer other than "Not answerable" whenever the method answered.
+evidence_texts, answer_format) and method, the method answers inside the question's document
+at the configured k; then each baseline retrieves exactly as many units as the method returned.
+Page metrics count answerable questions (those with evidence pages); span recall those with
+evidence texts; EM/F1 those with a gold answer other than "Not answerable" whenever the method
+answered.
+
+Curves: recall at a budget of n evidence units, n = 1..20: each baseline's top n (one list of
+20 a question: its first n units are its top n), and each method asked with k = n at the
+budgets of ``CURVE_POINTS`` (1, 3, 5, 10, 15, 20) and scored on the first n units it returns
+(a method that returns more than k units spends only the first n); so "at equal units" is read
+at every budget, not only at the method's own.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from typing import TextIO
 
 from bookindex.operators.eval.progress import Progress
 from bookindex.operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
@@ -19,6 +29,9 @@ from bookindex.operators.query.engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
 UNANSWERABLE = "not answerable"
+BASELINES = ("dense", "hybrid")
+CURVE_UNITS = 20
+CURVE_POINTS = (1, 3, 5, 10, 15, 20)  # the budgets each method is asked at for its curve
 
 
 def score_unit_list(question: dict, evidence: list[dict], answer: str | None) -> dict:
@@ -36,11 +49,78 @@ def score_unit_list(question: dict, evidence: list[dict], answer: str | None) ->
     return row
 
 
+def recall_curve(question: dict, evidence: list[dict], units: int = CURVE_UNITS) -> dict:
+    """Page recall (answerable questions) and span recall (questions with evidence texts) of
+    the first n evidence units, n = 1..``units`` (a list shorter than n: all of it)."""
+    curves: dict[str, list[float]] = {}
+    gold_pages = question.get("evidence_pages") or []
+    spans = question.get("evidence_texts") or []
+    for n in range(1, units + 1):
+        prefix = evidence[:n]
+        pages = page_metrics(prefix, gold_pages)
+        if pages is not None:
+            curves.setdefault("page_recall", []).append(pages["page_recall"])
+        found = span_recall(spans, [e["text"] for e in prefix])
+        if found is not None:
+            curves.setdefault("span_recall", []).append(found)
+    return curves
+
+
+def method_curve(
+    engine: QueryEngine, question: dict, method: str, k: int, evidence: list[dict]
+) -> dict[str, list[float]]:
+    """A method's recall at each budget n of ``CURVE_POINTS``, as lists over ``CURVE_POINTS``
+    (a baseline's curve: ``recall_curve``, over 1..20): the method asked with the k that makes
+    about n units and scored on its first n. A method returns a number of units per k of its
+    own (DeepRead widens each of its k hits by its scan window: about 3k; LAD-RAG spends a
+    budget of ``query.ladrag_budget`` × k), read from its answer at ``k`` (``evidence``), so
+    at budget n it is asked with k = ⌈n / units per k⌉."""
+    per_k = max(1.0, len(evidence) / k) if evidence else 1.0
+    asked: dict[int, list[dict]] = {k: evidence}
+    curves: dict[str, list[float]] = {}
+    for n in CURVE_POINTS:
+        k_n = max(1, math.ceil(n / per_k - 1e-9))
+        if k_n not in asked:
+            found = engine.answer(question["question"], method, question["doc"], k_n)
+            asked[k_n] = found["evidence"]
+        point = recall_curve(question, asked[k_n][:n], n)
+        for metric, values in point.items():
+            curves.setdefault(metric, []).append(values[-1])
+    return curves
+
+
+class Baselines:
+    """Each question's baseline evidence (dense, hybrid), asked once at ``CURVE_UNITS`` and
+    shared by every method's row; a method that returned more units gets a longer list."""
+
+    def __init__(self, engine: QueryEngine) -> None:
+        self.engine = engine
+        self._found: dict[tuple[str, str, int], list[dict]] = {}
+
+    def evidence(self, question: dict, method: str, units: int) -> list[dict]:
+        k = max(units, CURVE_UNITS)
+        key = (question["id"], method, k)
+        if key not in self._found:
+            asked = self.engine.answer(question["question"], method, question["doc"], k)
+            self._found[key] = asked["evidence"]
+        return self._found[key][:units]
+
+
 def evaluate_pdf_method(
-    engine: QueryEngine, questions: list[dict], method: str, k: int
+    engine: QueryEngine,
+    questions: list[dict],
+    method: str,
+    k: int,
+    baselines: Baselines | None = None,
+    curves: bool = True,
+    stream: TextIO | None = None,
 ) -> list[dict]:
+    """One row per question: the method's answer and evidence at ``k`` scored, each baseline
+    at the same number of units (``dense_*``, ``hybrid_*``), and with ``curves`` the recall
+    curves of the method and of the baselines (``curve``, ``dense_curve``, ``hybrid_curve``)."""
+    baselines = baselines or Baselines(engine)
     rows = []
-    progress = Progress(method, len(questions))
+    progress = Progress(method, len(questions), stream)
     for question in questions:
         started = time.perf_counter()
         result = engine.answer(question["question"], method, question["doc"], k)
@@ -60,12 +140,17 @@ def evaluate_pdf_method(
             "seconds": round(seconds, 4),
         }
         row.update(score_unit_list(question, evidence, result["answer"]))
-        baseline = []
-        if evidence and result["error"] is None:
-            dense = engine.answer(question["question"], "dense", question["doc"], len(evidence))
-            baseline = dense["evidence"]
-        matched = score_unit_list(question, baseline, None)
-        row.update({f"dense_{key}": value for key, value in matched.items()})
+        for name in BASELINES:
+            found = []
+            if evidence and result["error"] is None:
+                found = baselines.evidence(question, name, len(evidence))
+            matched = score_unit_list(question, found, None)
+            row.update({f"{name}_{key}": value for key, value in matched.items()})
+        if curves and result["error"] is None:
+            row["curve"] = method_curve(engine, question, method, k, evidence)
+            for name in BASELINES:
+                found = baselines.evidence(question, name, CURVE_UNITS)
+                row[f"{name}_curve"] = recall_curve(question, found)
         rows.append(row)
         progress.done()
     return rows
@@ -76,13 +161,20 @@ def summarise_pdf(rows: list[dict]) -> dict[str, float]:
         values = [r[key] for r in rows if key in r]
         return sum(values) / len(values) if values else None
 
-    out: dict[str, float] = {"questions": len(rows)}
+    out: dict = {"questions": len(rows)}
     keys = (*PAGE_KEYS, "span_recall", "em", "f1", "n_units")
     for key in keys:
-        for name in (key, f"dense_{key}"):
+        for name in (key, *(f"{b}_{key}" for b in BASELINES)):
             value = mean(name)
             if value is not None:
                 out[name] = value
+    for name in ("curve", *(f"{b}_curve" for b in BASELINES)):  # over CURVE_POINTS / 1..20
+        for metric in ("page_recall", "span_recall"):
+            found = [r[name][metric] for r in rows if metric in r.get(name, {})]
+            if found:
+                out.setdefault(name, {})[metric] = [
+                    sum(values) / len(found) for values in zip(*found, strict=True)
+                ]
     out["answerable"] = sum(1 for r in rows if "page_recall" in r)
     out["errors"] = sum(1 for r in rows if r["error"])
     out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
@@ -94,10 +186,11 @@ def summarise_pdf(rows: list[dict]) -> dict[str, float]:
 def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
     lines = [
         f"# PDF QA evaluation\n\nquestions: `{questions}`\n",
-        "Each method beside dense top-k with the same number of evidence units per question.\n",
-        "| method | units | page recall | dense | PR | dense PR | IPR | dense IPR | span recall "
-        "| dense span | EM | F1 | s/query |",
-        "|---|" + "---|" * 12,
+        "Each method beside dense top-k and hybrid (BM25 + dense, reciprocal-rank fused) with "
+        "the same number of evidence units per question.\n",
+        "| method | units | page recall | dense | hybrid | PR | dense PR | IPR | dense IPR "
+        "| span recall | dense span | hybrid span | EM | F1 | s/query |",
+        "|---|" + "---|" * 15,
     ]
 
     def pct(m: dict, key: str) -> str:
@@ -108,17 +201,20 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
             f"{m.get('n_units', 0):.1f}",
             pct(m, "page_recall"),
             pct(m, "dense_page_recall"),
+            pct(m, "hybrid_page_recall"),
             pct(m, "perfect_recall"),
             pct(m, "dense_perfect_recall"),
             pct(m, "irrelevant_page_ratio"),
             pct(m, "dense_irrelevant_page_ratio"),
             pct(m, "span_recall"),
             pct(m, "dense_span_recall"),
+            pct(m, "hybrid_span_recall"),
             pct(m, "em"),
             pct(m, "f1"),
             f"{m['seconds_per_query']:.2f}",
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += curve_tables(metrics)
     lines += ["", "Model calls that fell back to the rules (each is in the answer's trace):", ""]
     lines += [
         f"- {method}: {m.get('fallbacks', 0)} in {m.get('answers_with_fallback', 0)} of "
@@ -126,3 +222,22 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         for method, m in metrics.items()
     ]
     return "\n".join(lines) + "\n"
+
+
+def curve_tables(metrics: dict[str, dict]) -> list[str]:
+    """Recall at n units (``CURVE_POINTS``) per method and per baseline, one table a metric."""
+    lines: list[str] = []
+    for metric in ("page_recall", "span_recall"):
+        rows = {m: v["curve"][metric] for m, v in metrics.items() if metric in v.get("curve", {})}
+        if not rows:
+            continue
+        first = next(v for v in metrics.values() if metric in v.get("curve", {}))
+        for name in BASELINES:  # over 1..20: read at the methods' budgets
+            rows[name] = [first[f"{name}_curve"][metric][n - 1] for n in CURVE_POINTS]
+        header = " | ".join(f"{n}" for n in CURVE_POINTS)
+        lines += ["", f"{metric.replace('_', ' ')} at a budget of n evidence units:", ""]
+        lines += [f"| method | {header} |", "|---|" + "---|" * len(CURVE_POINTS)]
+        for name, curve in rows.items():
+            cells = " | ".join(f"{100 * value:.1f}" for value in curve)
+            lines.append(f"| {name} | {cells} |")
+    return lines

@@ -9,8 +9,8 @@ Tools (every paragraph carries its coordinates doc_id, sec_id, para_idx):
 - ``read_section(doc, sec_id, start, end)``: paragraphs start..end (1-based, inclusive) of a
   section, the range clipped to the section.
 
-Policies: ``offline_policy`` (locate with Retrieve, then read the best section around the hits;
-deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
+Policies: ``offline_policy`` (locate with Retrieve, then read each hit's section around it,
+spending every unit where it adds a page; deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
 at most ``QueryConfig.deepread_max_rounds`` rounds).
 """
 
@@ -23,16 +23,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bookindex.operators.config import RelevanceConfig
 from bookindex.operators.models import ModelError
 from bookindex.operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
 from bookindex.operators.models.prompts import REACT_PROMPT, chat
 from bookindex.operators.query.bookrag_ops import record_fallback, reduce_answer
-from bookindex.operators.query.scoring import text_scores
+from bookindex.operators.query.scoring import PageBudget, pages_in, text_scores
 
 if TYPE_CHECKING:
     from bookindex.operators.query.read_model import ReadModel
-
-READ_LIMIT = 6  # paragraphs the offline policy reads from the best section
 
 
 @dataclass
@@ -140,10 +139,15 @@ class DeepReadTools:
         )
 
 
-def offline_policy(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
-    """Locate, then read: Retrieve top-k with the scan window; the section whose hits score
-    highest is read around its hits (READ_LIMIT paragraphs at most); evidence = the hits first
-    (best first), then the read paragraphs."""
+READ_DEPTH = 6  # paragraphs a short document's best section is read to, around its first hit
+DEPTH_SHARE = 4  # a long document: 1/4 of the budget reads the top hit's section, any page
+
+
+def _read_in_depth(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
+    """A document too short to spread over: Retrieve top-k with the scan window (the tools'
+    plain hybrid relevance), then the section whose hits score highest read around its first
+    hit (``READ_DEPTH`` paragraphs); evidence = the hits first (best first), then the window
+    and the read paragraphs."""
     trace = []
     started = time.perf_counter()
     hits = tools.retrieve(query, k=k)
@@ -157,17 +161,12 @@ def offline_policy(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
     (doc, sec_id), _ = max(by_section.items(), key=lambda item: (item[1], -item[0][1]))
     in_section = [h.para_idx for h in hits if h.sec_id == sec_id and h.score > 0]
     centre = in_section[0] if in_section else 1
-    start = max(1, centre - READ_LIMIT // 2)
+    start = max(1, centre - READ_DEPTH // 2)
     started = time.perf_counter()
-    read = tools.read_section(doc, sec_id, start, start + READ_LIMIT - 1)
-    trace.append(
-        _step(
-            "ReadSection",
-            {"doc_id": tools.index.documents[doc].doc_id, "sec_id": sec_id, "start": start},
-            len(read),
-            started,
-        )
-    )
+    read = tools.read_section(doc, sec_id, start, start + READ_DEPTH - 1)
+    doc_id = tools.index.documents[doc].doc_id
+    args = {"doc_id": doc_id, "sec_id": sec_id, "start": start}
+    trace.append(_step("ReadSection", args, len(read), started))
     ranked = sorted(hits, key=lambda h: (-h.score, h.position))
     evidence: dict[int, float] = {h.position: h.score for h in ranked}
     for paragraph in read:
@@ -175,6 +174,83 @@ def offline_policy(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
     positions = list(evidence)
     answer, how = reduce_answer(tools.index, query, positions)
     return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
+
+
+def offline_policy(
+    tools: DeepReadTools, query: str, k: int, relevance: RelevanceConfig | None = None
+) -> ToolRunResult:
+    """Locate, then read around what was located.
+
+    A document too short to spread the evidence over (fewer than ``relevance.pages_per_unit``
+    · k pages, BookRAG's Page_Ranker's rule) is read in depth (``_read_in_depth``). Otherwise
+    each unit is spent where it can add a page. The budget is Retrieve's: k hits, each widened
+    by the scan window (one paragraph up and one down by default), k · (1 + up + down) units.
+    Retrieve ranks the scope's leaves by hybrid relevance (``relevance.dense_weight`` dense,
+    the rest BM25, each min–max in the scope); the evidence, in the order it is spent: the
+    best hit and its own section read in depth around it (a ``DEPTH_SHARE``-th of the budget,
+    whatever the pages: the answer's words are often beside the best hit), then each hit in
+    rank order with ReadSection around it (the paragraphs of its own section nearest to it,
+    up + down of them: the section's ends bound the read, so a window never spills into the
+    next section), a unit on a page already covered skipped (it adds no page). Hits keep
+    coming until the budget is spent. The order is the value:
+    a budget of n units is the first n (``bookindex eval``'s curves)."""
+    weights = relevance or RelevanceConfig()
+    index = tools.index
+    leaves = index.leaves(tools.doc)
+    if leaves.size == 0 or k <= 0 or pages_in(index, leaves) < weights.pages_per_unit * k:
+        return _read_in_depth(tools, query, k)
+    started = time.perf_counter()
+    vector = index.embed([query])[0]
+    scores = text_scores(index, query, leaves, vector, weights.dense_weight)
+    ranked = [int(leaves[i]) for i in np.lexsort((leaves, -scores))]
+    score_of = dict(zip(leaves.tolist(), scores.tolist(), strict=True))
+    up, down = tools.scan_window
+    spent = PageBudget(index, k * (1 + up + down), spread=True)
+    hits, reads = 0, []
+    for hit in ranked:
+        if spent.full:
+            break
+        if not spent.spend(hit, score_of[hit]):
+            continue
+        hits += 1
+        read = 0
+        if hits == 1:  # the best hit's section read in depth, whatever its pages
+            depth = spent.budget // DEPTH_SHARE
+            read += _read_around(index, spent, hit, depth, score_of, any_page=True)
+        read += _read_around(index, spent, hit, up + down, score_of)
+        if read:
+            reads.append(((int(index.doc[hit]), int(index.sec_id[hit])), read))
+    trace = [_step("Retrieve", {"query": query, "k": k}, hits, started)]
+    for (doc, sec_id), n in reads:
+        args = {"doc_id": index.documents[doc].doc_id, "sec_id": sec_id}
+        trace.append({"op": "ReadSection", "args": args, "out": n, "s": 0.0})
+    spent.fill(ranked, score_of)  # pages ran out: the next best leaves
+    positions = list(spent.evidence)
+    answer, how = reduce_answer(index, query, positions)
+    return ToolRunResult(positions, [spent.evidence[p] for p in positions], answer, how, trace)
+
+
+def _read_around(
+    index: ReadModel,
+    spent: PageBudget,
+    hit: int,
+    most: int,
+    score_of: dict[int, float],
+    any_page: bool = False,
+) -> int:
+    """ReadSection around ``hit``: up to ``most`` paragraphs of its own section, nearest
+    first, spent into ``spent`` (``any_page``: whatever their pages); how many were taken."""
+    siblings = index.section_leaves(int(index.doc[hit]), int(index.sec_id[hit]))
+    if hit not in siblings:
+        return 0
+    at = siblings.index(hit)
+    near = sorted(range(len(siblings)), key=lambda j: (abs(j - at), j))
+    read = 0
+    for j in near:
+        if read >= most or spent.full:
+            break
+        read += spent.spend(siblings[j], score_of.get(siblings[j], 0.0), any_page=any_page)
+    return read
 
 
 def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> ToolRunResult:

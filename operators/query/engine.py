@@ -33,6 +33,7 @@ from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
 from bookindex.operators.query.retrieval import Retrieval
 from bookindex.operators.query.rules import GLOBAL, MULTI, SINGLE, classify
+from bookindex.operators.query.scoring import fused_scores, page_ranker
 from bookindex.operators.query.zoom import Zoom
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
@@ -106,7 +107,7 @@ class QueryEngine:
             # one call, cached; on failure each method meets the error on its own question
             with contextlib.suppress(Exception):
                 self.model.embed([question for _, question, *_ in jobs])
-        batched = {"dense": self._dense_many, "zoom": self._zoom_many}
+        batched = {"dense": self._dense_many, "zoom": self._zoom_many, "hybrid": self._hybrid_many}
         for method in sorted({job[2] for job in jobs}):
             group = [job for job in jobs if job[2] == method]
             if method in batched:
@@ -228,8 +229,8 @@ class QueryEngine:
             tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
             if is_generative(model.backend):
                 return deepread.react_loop(tools, question, k, query.deepread_max_rounds)
-            return deepread.offline_policy(tools, question, k)
-        tools = ladrag.LadRagTools(model, doc)
+            return deepread.offline_policy(tools, question, k, self.config.relevance)
+        tools = ladrag.LadRagTools(model, doc, self.config.relevance.dense_weight)
         if is_generative(model.backend):
             budget = query.ladrag_budget * k
             return ladrag.agent_loop(tools, question, k, query.ladrag_max_rounds, budget)
@@ -255,6 +256,23 @@ class QueryEngine:
             top = np.lexsort((scope, -found))[:k]
             out.append((scope[top].tolist(), found[top].tolist()))
         return out
+
+    def hybrid(self, question: str, doc: int | None, k: int) -> tuple[list[int], list[float]]:
+        """The second baseline: top-k leaves by BM25 and dense fused by reciprocal rank
+        (``scoring.fused_scores``)."""
+        scope = self.model.leaves(doc)
+        if scope.size == 0:
+            return [], []
+        vector = self.model.embed([question])[0] if self.model.has_vector.any() else None
+        scores = fused_scores(self.model, question, scope, vector)
+        top = np.lexsort((scope, -scores))[:k]
+        return scope[top].tolist(), scores[top].tolist()
+
+    def _hybrid_many(self, group: list[tuple]) -> None:
+        for result, question, _method, doc, k in group:
+            started = time.perf_counter()
+            result.update(plan=["Hybrid_TopK"], _evidence=self.hybrid(question, doc, k))
+            result["timings"]["hybrid_s"] = round(time.perf_counter() - started, 4)
 
     def _dense_many(self, group: list[tuple]) -> None:
         started = time.perf_counter()
@@ -295,18 +313,16 @@ class QueryEngine:
                 [questions[i] for i in corpus], vectors[corpus]
             )
             lists = [[int(d) for d in row] for row in ids]
-            for i, row, chunks in zip(
-                corpus, lists, self.zoom.chunk_zoom(lists, entity_scores), strict=True
-            ):
+            found = self.zoom.chunk_zoom(lists, entity_scores, vectors[corpus])
+            for i, row, chunks in zip(corpus, lists, found, strict=True):
                 doc_lists[i], ranked[i] = row, chunks
         for doc in sorted({d for d in docs if d is not None}):
             asked = [i for i, d in enumerate(docs) if d == doc]
             zoom = self.zoom_of(doc)
             query_entity = zoom.link_entities([questions[i] for i in asked])
             _, entity_scores = zoom.doc_zoom_scores(vectors[asked], query_entity, 1)
-            for i, chunks in zip(
-                asked, zoom.chunk_zoom([[0]] * len(asked), entity_scores), strict=True
-            ):
+            found = zoom.chunk_zoom([[0]] * len(asked), entity_scores, vectors[asked])
+            for i, chunks in zip(asked, found, strict=True):
                 doc_lists[i], ranked[i] = [doc], chunks
         out = []
         for doc_list, chunks, k in zip(doc_lists, ranked, ks, strict=True):
@@ -319,8 +335,21 @@ class QueryEngine:
             best: dict[int, float] = {}
             for chunk, score in chunks:
                 best.setdefault(self.model.position(chunk.node_id), score)
-            evidence = list(best)[:k]
-            out.append(((evidence, [best[p] for p in evidence]), trace))
+            if any(not self.model.documents[d].passage for d in doc_list):
+                # a PDF's chunks: spread over pages as BookRAG's Page_Ranker does (units on a
+                # page already taken add no page)
+                ranked_positions, ranked_scores = page_ranker(
+                    self.model,
+                    np.asarray(list(best), np.int64),
+                    np.asarray(list(best.values()), np.float64),
+                    k,
+                    relevance=self.config.relevance,
+                )
+                evidence, scores = ranked_positions.tolist(), ranked_scores.tolist()
+            else:
+                evidence = list(best)[:k]
+                scores = [best[p] for p in evidence]
+            out.append(((evidence, scores), trace))
         return out
 
     def zoom_of(self, doc: int) -> Zoom:

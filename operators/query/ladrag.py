@@ -36,7 +36,12 @@ from bookindex.operators.query.rules import (
     numbered_references,
     parse_pages,
 )
-from bookindex.operators.query.scoring import text_scores
+from bookindex.operators.query.scoring import (
+    HYBRID_DENSE_WEIGHT,
+    PageBudget,
+    pages_in,
+    text_scores,
+)
 
 if TYPE_CHECKING:
     from bookindex.operators.query.read_model import ReadModel
@@ -88,9 +93,12 @@ def parse_filter_spec(spec: dict | FilterSpec) -> FilterSpec:
 
 
 class LadRagTools:
-    def __init__(self, index: ReadModel, doc: int | None = None) -> None:
+    def __init__(
+        self, index: ReadModel, doc: int | None = None, dense_weight: float = HYBRID_DENSE_WEIGHT
+    ) -> None:
         self.index = index
         self.doc = doc
+        self.dense_weight = dense_weight  # the hybrid relevance's dense share (the rest BM25)
 
     def semantic_search(
         self, query: str, k: int, query_vector: np.ndarray | None = None
@@ -182,11 +190,14 @@ def search_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRu
     started = time.perf_counter()
     vector = index.embed([query])[0]
     positions = index.leaves(tools.doc)
-    scores = text_scores(index, query, positions, vector)
-    top = np.lexsort((positions, -scores))[:k]
-    hits = [(int(positions[i]), float(scores[i])) for i in top]
+    scores = text_scores(index, query, positions, vector, tools.dense_weight)
+    order = np.lexsort((positions, -scores))
+    ranked = [int(positions[i]) for i in order]
+    score_of = {int(positions[i]): float(scores[i]) for i in order}
+    # the hits: enough to spend the budget on pages of their own where the scope has them
+    hits = [(p, score_of[p]) for p in ranked[: max(k, budget)]]
     trace.append({"op": "semantic_search", "out": len(hits), "s": _since(started)})
-    return _contextualized(tools, query, vector, hits, budget, trace)
+    return _contextualized(tools, query, vector, hits, budget, trace, ranked, score_of)
 
 
 def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
@@ -219,11 +230,11 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
         result.trace[:0] = trace
         return result
     vector = index.embed([query])[0]
-    scores = text_scores(index, query, matched, vector)
+    scores = text_scores(index, query, matched, vector, tools.dense_weight)
     keep = min(matched.size, 3 * budget if count else k)
     top = np.lexsort((matched, -scores))[:keep]
     hits = [(int(matched[i]), float(scores[i])) for i in top]
-    return _contextualized(tools, query, vector, hits, max(budget, keep), trace)
+    return _contextualized(tools, query, vector, hits, max(budget, keep), trace, matches=True)
 
 
 def _contextualized(
@@ -233,13 +244,29 @@ def _contextualized(
     hits: list[tuple[int, float]],
     budget: int,
     trace: list[dict],
+    ranked: list[int] | None = None,
+    score_of: dict[int, float] | None = None,
+    matches: bool = False,
 ) -> ToolRunResult:
-    """Each hit brings its caption/captioned node, referenced nodes and continuation, then its
-    closest community member, until ``budget`` units; hits rank first."""
+    """Each hit, then its context (a filter's ``matches``: all of them first, then their
+    context): its caption or captioned node, referenced nodes and continuation, then its
+    closest community member; until ``budget`` units, spent where they
+    add a page (``scoring.PageBudget``: in a scope with at least as many pages as hits, a unit
+    on a page already covered is skipped; ``matches``, a graph filter's, are not spread: the
+    filter chose their pages). A budget the hits and their context leave open goes
+    to the next of ``ranked`` (the search's order, scored by ``score_of``)."""
     index = tools.index
-    evidence: dict[int, float] = dict(hits)
+    scope = index.leaves(tools.doc)
+    spent = PageBudget(index, budget, spread=not matches and pages_in(index, scope) >= len(hits))
     started = time.perf_counter()
+    if matches:  # a filter's matches: every one before any context (counting needs them)
+        for hit, score in hits:
+            spent.spend(hit, score)
     for hit, score in hits:
+        if spent.full:
+            break
+        if not spent.spend(hit, score) and spent.spread:
+            continue
         context = tools.contextualize(hit, vector)
         linked = [
             p
@@ -249,15 +276,15 @@ def _contextualized(
             if index.kind[p] not in STRUCTURE_KINDS
         ]
         for p in linked + context["community_members"][:1]:
-            if len(evidence) >= budget:
-                break
-            evidence.setdefault(p, 0.5 * score)
+            spent.spend(p, 0.5 * score)
     trace.append(
-        {"op": "contextualize", "in": len(hits), "out": len(evidence), "s": _since(started)}
+        {"op": "contextualize", "in": len(hits), "out": len(spent.evidence), "s": _since(started)}
     )
-    ranked = sorted(evidence, key=lambda p: (-evidence[p], p))[:budget]
-    answer, how = reduce_answer(index, query, ranked)
-    return ToolRunResult(ranked, [evidence[p] for p in ranked], answer, how, trace)
+    if ranked is not None:
+        spent.fill(ranked, score_of or {})
+    positions = list(spent.evidence)
+    answer, how = reduce_answer(index, query, positions)
+    return ToolRunResult(positions, [spent.evidence[p] for p in positions], answer, how, trace)
 
 
 # ---- what a question names of the document's structure ----------------------------------------

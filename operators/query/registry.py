@@ -86,6 +86,13 @@ METHODS = (
         needs_vectors=True,
     ),
     Method(
+        "hybrid",
+        QUERY,
+        "BM25 and dense top-k fused by reciprocal rank (the second baseline)",
+        False,
+        f"{_LEAF_VECTOR}; the leaves' words (BM25)",
+    ),
+    Method(
         "bookrag_paper",
         QUERY,
         "BookRAG eq. 9–10 as written: hard cuts, Skyline",

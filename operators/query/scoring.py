@@ -44,6 +44,40 @@ def text_scores(
     return (dense_weight * dense + (1 - dense_weight) * lexical).astype(np.float32)
 
 
+RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009): 1 / (RRF_K + rank)
+
+
+def fused_scores(
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray | None = None,
+    rrf_k: int = RRF_K,
+) -> np.ndarray:
+    """BM25 and dense fused by reciprocal rank within ``positions``: each node scores
+    1 / (rrf_k + its dense rank) + 1 / (rrf_k + its BM25 rank) (ranks from 1, ties by
+    position); a node no query word reaches gets no BM25 term, and an index without vectors
+    ranks by BM25 alone. The ``hybrid`` baseline's scores."""
+    positions = np.asarray(positions, np.int64)
+    if positions.size == 0:
+        return np.zeros(0, np.float64)
+    fused = np.zeros(positions.size, np.float64)
+    if index.has_vector[positions].any():
+        if query_vector is None:
+            query_vector = index.embed([query])[0]
+        fused += _reciprocal_ranks(index.dense_scores(query_vector, positions), positions, rrf_k)
+    lexical = index.lexical_scores(query, positions)
+    fused += np.where(lexical > 0, _reciprocal_ranks(lexical, positions, rrf_k), 0.0)
+    return fused
+
+
+def _reciprocal_ranks(scores: np.ndarray, positions: np.ndarray, rrf_k: int) -> np.ndarray:
+    order = np.lexsort((positions, -np.asarray(scores, np.float64)))
+    ranks = np.empty(positions.size, np.float64)
+    ranks[order] = np.arange(1, positions.size + 1)
+    return 1.0 / (rrf_k + ranks)
+
+
 def section_scent(index: ReadModel, positions: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
     """The information scent of each node's section: the cosine of its section heading to the
     query, min–max scaled within ``positions`` (Select_by_Section's signal, used softly)."""
@@ -86,6 +120,47 @@ def structured_relevance(
     if entity_region is not None and entity_region.size:
         score += weights.entity_scent * np.isin(positions, entity_region)
     return score.astype(np.float32)
+
+
+class PageBudget:
+    """Evidence spent unit by unit, in the order a policy values it, up to ``budget`` units;
+    where ``spread`` (the scope has enough pages), a unit on a page an earlier unit covers is
+    refused: it would add no page (the DeepRead and LAD-RAG offline policies; BookRAG's
+    Page_Ranker spreads by page scores instead)."""
+
+    def __init__(self, index: ReadModel, budget: int, spread: bool) -> None:
+        self.index, self.budget, self.spread = index, budget, spread
+        self.evidence: dict[int, float] = {}
+        self.covered: set[tuple[int, int]] = set()
+
+    @property
+    def full(self) -> bool:
+        return len(self.evidence) >= self.budget
+
+    def spend(self, position: int, score: float, any_page: bool = False) -> bool:
+        """Take ``position`` (scored ``score``) unless the budget is spent, it is taken, or
+        (spreading, and not ``any_page``) its page is covered; whether it was taken."""
+        page = (int(self.index.doc[position]), int(self.index.page_start[position]))
+        covered = self.spread and not any_page and page in self.covered
+        if self.full or position in self.evidence or covered:
+            return False
+        self.evidence[position] = score
+        self.covered.add(page)
+        return True
+
+    def fill(self, ranked: list[int], score_of: dict[int, float]) -> None:
+        """The rest of the budget from ``ranked`` whatever their pages (the pages ran out)."""
+        for position in ranked:
+            if self.full:
+                break
+            self.evidence.setdefault(position, score_of.get(position, 0.0))
+
+
+def pages_in(index: ReadModel, positions: np.ndarray) -> int:
+    """The distinct (document, page) pairs of ``positions``."""
+    positions = np.asarray(positions, np.int64)
+    pairs = zip(index.doc[positions].tolist(), index.page_start[positions].tolist(), strict=True)
+    return len(set(pairs))
 
 
 def page_ranker(

@@ -173,7 +173,7 @@ class Zoom:
         the ``max(k, top_docs)`` best documents are ranked together)."""
         ids, scores, entity_scores = self.doc_zoom(queries, vectors, max(k, self.config.top_docs))
         results = [self.hits(i[:k], s[:k]) for i, s in zip(ids, scores, strict=True)]
-        ranked = self.chunk_zoom([[int(d) for d in row] for row in ids], entity_scores)
+        ranked = self.chunk_zoom([[int(d) for d in row] for row in ids], entity_scores, vectors)
         for hits, chunks in zip(results, ranked, strict=True):
             by_doc = {hit.doc: hit for hit in hits}
             for chunk, score in chunks:
@@ -206,10 +206,15 @@ class Zoom:
         return self._chunk_cache[doc][0]
 
     def chunk_zoom(
-        self, doc_lists: list[list[int]], entity_scores: np.ndarray
+        self,
+        doc_lists: list[list[int]],
+        entity_scores: np.ndarray,
+        query_vectors: np.ndarray | None = None,
     ) -> list[list[tuple[Chunk, float]]]:
         """Per query (its documents, its row of Doc-Zoom entity scores): the chunks Chunk-Zoom
-        keeps, best first, with their scores."""
+        keeps, best first, with their scores. With ``query_vectors`` and ``walk.query_seed``
+        > 0 the walk also starts from the chunks by their similarity to the question
+        (``query_seeds``)."""
         self._load_chunks(sorted({d for docs in doc_lists for d in docs}))
         vectors, docs, links, flat = [], [], [], []
         for query_docs in ([self._chunk_cache[d] for d in row] for row in doc_lists):
@@ -238,11 +243,16 @@ class Zoom:
         usable = [i for i, chunks in enumerate(flat) if chunks]
         if not usable:
             return out
+        seeds = None
+        if query_vectors is not None and self.config.query_seed > 0:
+            seeds = [query_seeds(vectors[i], query_vectors[i], self.config) for i in usable]
         ranked = self.engine.chunk_zoom(
             [vectors[i] for i in usable],
             [docs[i] for i in usable],
             [links[i] for i in usable],
             entity_scores[usable],
+            chunk_seeds=seeds,
+            seed_weight=self.config.query_seed,
         )
         for i, (order, chunk_scores) in zip(usable, ranked, strict=True):
             out[i] = [(flat[i][int(j)], float(s)) for j, s in zip(order, chunk_scores, strict=True)]
@@ -268,6 +278,16 @@ class Zoom:
             own = set(self.view.doc_entity[doc].indices.tolist())
             entities = [[e for e in self.view.linker.link(c.text) if e in own] for c in chunks]
             self._chunk_cache[doc] = (chunks, vectors, entities)
+
+
+def query_seeds(chunk_vectors: np.ndarray, query_vector: np.ndarray, config) -> np.ndarray:
+    """Each chunk's weight in Chunk-Zoom's start vector by the question's similarity to it:
+    softmax of cosine / ``seed_temperature`` (stored chunk vectors are unit rows)."""
+    cosines = np.asarray(chunk_vectors, np.float64) @ np.asarray(query_vector, np.float64).ravel()
+    if cosines.size == 0:
+        return cosines
+    weights = np.exp((cosines - cosines.max()) / config.seed_temperature)
+    return weights / weights.sum()
 
 
 def _round_robin(

@@ -105,6 +105,25 @@ def make_engine(
     return WalkEngine(Backend("cpu", np, sp, dtype), config, threshold_slack)
 
 
+def _seeded(xp, y0, seeds: Sequence[Any], sizes: list[int], weight: float, backend) -> Any:
+    """Chunk-Zoom's start vectors with the chunk seeds mixed in (``WalkEngine.chunk_zoom``): per
+    row, (1 − weight) · its entity part and weight · its seeds, each scaled to sum 1 (a part that
+    is all zero gives its share to the other)."""
+    mixed = xp.zeros_like(y0)
+    for g, (seed, n) in enumerate(zip(seeds, sizes, strict=True)):
+        entity = y0[g]
+        total_e = float(entity.sum())
+        chunk = backend.asarray(np.clip(np.asarray(_host(seed), np.float64).ravel()[:n], 0, None))
+        total_c = float(chunk.sum())
+        w = weight if total_c > 0 else 0.0
+        w = w if total_e > 0 else (1.0 if total_c > 0 else 0.0)
+        if total_e > 0:
+            mixed[g] = (1 - w) * entity / total_e
+        if w > 0:
+            mixed[g, :n] += w * chunk / total_c
+    return mixed
+
+
 def gpu_visible() -> bool:
     """Whether this machine shows an NVIDIA GPU (its driver's device list), whatever CuPy."""
     return os.path.isdir("/proc/driver/nvidia/gpus") and bool(
@@ -480,10 +499,16 @@ class WalkEngine:
         chunk_entity: Sequence[Any],
         entity_scores: Any,
         config: WalkConfig | None = None,
+        chunk_seeds: Sequence[Any] | None = None,
+        seed_weight: float = 0.0,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per query (sequences indexed by query; entity_scores B×n_e from Doc-Zoom): the top
         ceil(keep·l) chunk indices by stationary score y = β(I − (1−β)B̃)⁻¹y⁽⁰⁾, ranked, and
-        their scores (β, keep, ω, σ: the config's). B̃ is dense (semantic links join all chunk
+        their scores (β, keep, ω, σ: the config's). The start vector y⁽⁰⁾ is the entity
+        scores; with ``chunk_seeds`` (per query, a non-negative weight per chunk: the query's
+        own similarity to each chunk) and ``seed_weight`` w > 0 it is (1 − w) · the entity
+        scores + w · the chunk seeds, each scaled to sum 1, so the walk starts from the
+        chunks the question is about as well as from the entities it names. B̃ is dense (semantic links join all chunk
         pairs): the queries of a batch are built as one padded stack (``chunk_graphs``) and
         solved together, in groups of at most ``BLOCK_ELEMS`` entries, by the Neumann series
         y = β Σ_t ((1−β)B̃)ᵗ y⁽⁰⁾ (B̃ column-stochastic: the error after t terms is at most
@@ -507,6 +532,8 @@ class WalkEngine:
             y0 = xp.zeros(bt.shape[:2], dtype=F64)
             for g, ents in enumerate(local):
                 y0[g, lc : lc + ents.size] = es[lo + g, xp.asarray(ents)]
+            if chunk_seeds is not None and seed_weight > 0:
+                y0 = _seeded(xp, y0, chunk_seeds[lo:hi], sizes[lo:hi], seed_weight, self.backend)
             y, term = beta * y0, beta * y0
             for _ in range(terms):
                 term = (1 - beta) * xp.matmul(bt, term[:, :, None])[:, :, 0]

@@ -116,7 +116,7 @@ def test_the_method_registry_feeds_the_jobs():
 
     assert PASSAGE_METHODS == ("zoom", "bm25", "dense")
     assert set(QUERY_METHODS) == {"auto", "bookrag", "deepread", "zoom", "ladrag", "dense",
-                                  "bookrag_paper"}  # fmt: skip
+                                  "hybrid", "bookrag_paper"}  # fmt: skip
     method = next(a for a in query.build_parser()._actions if a.dest == "method")
     assert tuple(method.choices) == QUERY_METHODS
     assert evaluate.parse_methods(None, QUERY) == list(evaluated(QUERY))

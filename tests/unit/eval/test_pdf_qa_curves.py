@@ -1,0 +1,93 @@
+"""The recall-against-units curves of PDF QA evaluation (operators/eval/pdf_qa.py) and the
+document split it can be restricted to (jobs/evaluate.py, benchmarks/pdf_qa_split.json), on
+hand-worked cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bookindex.jobs.evaluate import split_questions
+from bookindex.operators.eval.pdf_qa import (
+    CURVE_POINTS,
+    Baselines,
+    method_curve,
+    recall_curve,
+    summarise_pdf,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _unit(page: int, text: str = "", page_end: int | None = None) -> dict:
+    return {"page": page, "page_end": page_end or page, "text": text}
+
+
+def test_a_curve_scores_each_prefix_of_the_evidence():
+    question = {"evidence_pages": [2, 5], "evidence_texts": ["the answer is 42"]}
+    evidence = [_unit(1), _unit(2, "so the answer is 42 here"), _unit(3, page_end=5)]
+    curves = recall_curve(question, evidence, units=4)
+    assert curves["page_recall"] == [0.0, 0.5, 1.0, 1.0]  # a list shorter than n: all of it
+    assert curves["span_recall"] == [0.0, 1.0, 1.0, 1.0]
+    assert recall_curve({"evidence_pages": [], "evidence_texts": []}, evidence, 3) == {}
+
+
+class _Engine:
+    """Answers a method's question with one unit per page, 1, 2, 3, ..., ``per_k`` · k of
+    them (DeepRead returns about 3 units a hit), and counts the calls."""
+
+    def __init__(self, per_k: int) -> None:
+        self.per_k, self.asked = per_k, []
+
+    def answer(self, question: str, method: str, doc: str, k: int) -> dict:
+        self.asked.append(k)
+        return {"evidence": [_unit(p) for p in range(1, self.per_k * k + 1)]}
+
+
+def test_a_method_is_asked_with_the_k_that_makes_each_budget():
+    engine = _Engine(per_k=3)
+    question = {"question": "q", "doc": "d.pdf", "evidence_pages": [4, 12]}
+    own = engine.answer("q", "deepread", "d.pdf", 5)["evidence"]  # k = 5: 15 units
+    engine.asked.clear()
+    curve = method_curve(engine, question, "deepread", 5, own)
+    # budgets 1, 3, 5, 10, 15, 20 → k = 1, 1, 2, 4, (5: asked already), 7
+    assert engine.asked == [1, 2, 4, 7]
+    expected = [0.0, 0.0, 0.5, 0.5, 1.0, 1.0]  # page 4 from 5 units on, page 12 from 15
+    assert curve["page_recall"] == expected and len(CURVE_POINTS) == len(expected)
+
+
+def test_baselines_are_asked_once_per_question_and_shared():
+    engine = _Engine(per_k=1)
+    baselines = Baselines(engine)
+    question = {"id": "q1", "question": "q", "doc": "d.pdf"}
+    assert len(baselines.evidence(question, "dense", 3)) == 3
+    assert len(baselines.evidence(question, "dense", 20)) == 20
+    assert engine.asked == [20]  # one list of 20; its first n units are its top n
+    assert len(baselines.evidence(question, "dense", 25)) == 25 and engine.asked == [20, 25]
+
+
+def test_summaries_average_the_curves_per_budget():
+    rows = [
+        {"seconds": 1.0, "error": None, "curve": {"page_recall": [0.0, 1.0]}},
+        {"seconds": 1.0, "error": None, "curve": {"page_recall": [1.0, 1.0]}},
+        {"seconds": 1.0, "error": None},  # no gold pages: no curve
+    ]
+    assert summarise_pdf(rows)["curve"] == {"page_recall": [0.5, 1.0]}
+
+
+def test_the_split_keeps_whole_documents_on_one_side(tmp_path):
+    split = json.loads((REPO / "benchmarks" / "pdf_qa_split.json").read_text())
+    for name in ("mmlongbench", "syllabusqa_val"):
+        tune, report = set(split[name]["tune"]), set(split[name]["report"])
+        assert tune and report and not tune & report
+    questions = [{"id": i, "doc": d} for i, d in enumerate(["a.pdf", "b.pdf", "a.pdf", "c.pdf"])]
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps({"set": {"tune": ["a.pdf"], "report": ["b.pdf", "c.pdf"]}}))
+    assert [q["id"] for q in split_questions(questions, str(path), "tune")] == [0, 2]
+    assert [q["id"] for q in split_questions(questions, str(path), "report")] == [1, 3]
+    with pytest.raises(KeyError, match="no documents in part 'dev'"):
+        split_questions(questions, str(path), "dev")
+    with pytest.raises(ValueError, match="both"):
+        split_questions(questions, None, "tune")

@@ -1,0 +1,122 @@
+"""How the structure-aware methods spend their evidence units, on the real paper of conftest.py
+(MMLongBench 2303.05039v2.pdf, 9 pages): the hybrid baseline's reciprocal-rank fusion, the page
+budget DeepRead and LAD-RAG spend into, DeepRead's two readings (in depth on a document too
+short to spread over, page by page otherwise), and Chunk-Zoom's query seed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bookindex.operators.config import RelevanceConfig, WalkConfig
+from bookindex.operators.query import deepread
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.scoring import RRF_K, PageBudget, fused_scores, pages_in
+from bookindex.operators.query.zoom import query_seeds
+from bookindex.operators.walks.engine import _seeded
+from tests.conftest import PAPER
+
+QUESTION = "What is the Receptiviti score of user A2GBIFL43U1LKJ?"
+
+
+def test_fused_scores_are_reciprocal_ranks_of_dense_and_bm25(index, doc):
+    leaves = index.leaves(doc)
+    vector = index.embed([QUESTION])[0]
+    fused = fused_scores(index, QUESTION, leaves, vector)
+    dense = index.dense_scores(vector, leaves)
+    lexical = index.lexical_scores(QUESTION, leaves)
+    by_hand = np.zeros(leaves.size)
+    for scores, words in ((dense, False), (lexical, True)):
+        order = np.lexsort((leaves, -scores))
+        for rank, i in enumerate(order, 1):
+            if not words or scores[i] > 0:  # a leaf no query word reaches: no BM25 term
+                by_hand[i] += 1.0 / (RRF_K + rank)
+    assert np.allclose(fused, by_hand)
+    assert (lexical == 0).any() and fused.max() <= 2.0 / (RRF_K + 1)
+
+
+def test_the_hybrid_baseline_is_the_top_of_the_fused_ranking(engine, index, doc):
+    result = engine.answer(QUESTION, "hybrid", PAPER, k=4)
+    assert result["plan"] == ["Hybrid_TopK"] and len(result["evidence"]) == 4
+    leaves = index.leaves(doc)
+    fused = fused_scores(index, QUESTION, leaves, index.embed([QUESTION])[0])
+    top = leaves[np.lexsort((leaves, -fused))[:4]]
+    assert [e["node_id"] for e in result["evidence"]] == [index.node_ids[p] for p in top]
+
+
+def test_a_page_budget_refuses_a_covered_page_unless_told(index, doc):
+    leaves = index.leaves(doc).tolist()
+    same_page = [p for p in leaves if index.page_start[p] == index.page_start[leaves[0]]]
+    assert len(same_page) >= 3
+    spent = PageBudget(index, budget=3, spread=True)
+    assert spent.spend(same_page[0], 1.0)
+    assert not spent.spend(same_page[1], 0.9)  # adds no page
+    assert spent.spend(same_page[1], 0.9, any_page=True)
+    assert not spent.spend(same_page[1], 0.9)  # taken already
+    spent.fill(same_page, {})
+    assert list(spent.evidence) == same_page[:3] and spent.full
+    plain = PageBudget(index, budget=2, spread=False)
+    assert plain.spend(same_page[0], 1.0) and plain.spend(same_page[1], 0.5)
+
+
+def test_deepread_reads_a_short_document_in_depth(engine):
+    """9 pages against Page_Ranker's 3 · k = 15 with k = 5: too short to spread over."""
+    result = engine.answer(QUESTION, "deepread", PAPER, k=5)
+    assert [s["op"] for s in result["trace"]] == ["Retrieve", "ReadSection"]
+    assert 4 in {e["page"] for e in result["evidence"]}
+
+
+def test_deepread_spends_a_long_documents_units_page_by_page(engine, index, doc):
+    """k = 3 and 9 pages: spread. The best hit first with its section read in depth (a quarter
+    of the budget of 3 · 3 units), then every further unit on a page not covered yet, each
+    read inside its hit's section."""
+    k, budget = 3, 9
+    assert pages_in(index, index.leaves(doc)) >= RelevanceConfig().pages_per_unit * k
+    result = engine.answer(QUESTION, "deepread", PAPER, k=k)
+    evidence = [index.position(e["node_id"]) for e in result["evidence"]]
+    assert len(evidence) == budget
+    ops = [s["op"] for s in result["trace"]]
+    assert ops[0] == "Retrieve" and set(ops[1:]) == {"ReadSection"}
+    leaves = index.leaves(doc)
+    scores = deepread.text_scores(index, QUESTION, leaves, index.embed([QUESTION])[0], 0.8)
+    assert evidence[0] == int(leaves[np.argmax(scores)])  # the best hit leads
+    depth = budget // deepread.DEPTH_SHARE
+    first_section = index.sec_id[evidence[0]]
+    assert all(index.sec_id[p] == first_section for p in evidence[: 1 + depth])
+    later_pages = [int(index.page_start[p]) for p in evidence[1 + depth :]]
+    assert len(later_pages) == len(set(later_pages))  # page by page after the deep read
+
+
+def test_chunk_seeds_mix_into_the_start_vector():
+    y0 = np.zeros((2, 5))
+    y0[0, 3:] = [2.0, 2.0]  # query 0: entity scores; query 1: none
+    seeds = [np.array([3.0, 1.0, 0.0]), np.array([1.0, 1.0, 0.0])]
+    mixed = _seeded(np, y0, seeds, [3, 3], 0.25, _Host())
+    assert np.allclose(mixed[0], [0.1875, 0.0625, 0.0, 0.375, 0.375])
+    assert np.allclose(mixed[1], [0.5, 0.5, 0.0, 0.0, 0.0])  # no entity mass: the seeds alone
+    weights = query_seeds(np.eye(3), np.array([1.0, 0.0, 0.0]), WalkConfig(seed_temperature=0.5))
+    assert np.isclose(weights.sum(), 1.0) and weights[0] > weights[1] == weights[2]
+
+
+class _Host:  # the CPU backend's asarray
+    @staticmethod
+    def asarray(values, dtype=None):
+        return np.asarray(values, dtype)
+
+
+def test_zoom_on_one_pdf_starts_from_the_question_and_spreads_over_pages(index, doc):
+    """ZoomRAG inside one document: with the query seed its first unit is the leaf most like
+    the question (entities alone started it elsewhere), and its units cover distinct pages."""
+    from bookindex.operators.config import BookindexConfig
+
+    seeded = QueryEngine(index, BookindexConfig(walk=WalkConfig(device="cpu")))
+    entities_only = QueryEngine(
+        index, BookindexConfig(walk=WalkConfig(device="cpu", query_seed=0.0))
+    )
+    found = seeded.answer(QUESTION, "zoom", PAPER, k=3)["evidence"]
+    before = entities_only.answer(QUESTION, "zoom", PAPER, k=3)["evidence"]
+    leaves = index.leaves(doc)
+    best = leaves[np.argmax(index.dense_scores(index.embed([QUESTION])[0], leaves))]
+    assert found[0]["node_id"] == index.node_ids[best]
+    assert [e["node_id"] for e in found] != [e["node_id"] for e in before]
+    pages = [e["page"] for e in found]
+    assert len(pages) == len(set(pages))
