@@ -190,7 +190,7 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         "the same number of evidence units per question.\n",
         "| method | units | page recall | dense | hybrid | PR | dense PR | IPR | dense IPR "
         "| span recall | dense span | hybrid span | EM | F1 | s/query |",
-        "|---|" + "---|" * 15,
+        "|---|" + "---|" * 14,
     ]
 
     def pct(m: dict, key: str) -> str:
