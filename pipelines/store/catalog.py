@@ -1,6 +1,6 @@
-"""What an index holds, read without loading a model: its documents, one document's table of
-contents, the nodes of a section by DeepRead's coordinates (document, section, paragraph), and
-the failure rows. ``bookindex show`` and the Python API (``bookindex.Index``) read through it.
+"""What an index holds, read without loading a model: its documents and their builds, one
+document's table of contents, the nodes of a section by DeepRead's coordinates (document,
+section, paragraph), and the failure rows. ``bookindex show`` and the Python API (``bookindex.Index``) read through it.
 
 Every function reads committed rows only (a document with a ``documents`` row: the commit rule
 of ``recovery``) and never writes: a path that holds no index is a ``FileNotFoundError``, and
@@ -125,6 +125,18 @@ def section(
     heading = [n for n in nodes if n["kind"] in ("section", "root")]
     rest = sorted((n for n in nodes if n not in heading), key=lambda n: n["para_idx"] or 0)
     return heading + rest
+
+
+def builds(index_dir: str | Path) -> dict[str, str | None]:
+    """``doc_id`` → the build JSON stored with each committed document (None for a document
+    indexed before builds were recorded; ``pipelines.provenance.describe`` says it in a line)."""
+    path = check_index(index_dir)
+    stored = lance.dataset(lance_store.table_path(path, DOCUMENTS)).schema.names
+    if "build" not in stored:
+        ids = lance_store.read_table(path, DOCUMENTS, ["doc_id"]).column("doc_id").to_pylist()
+        return dict.fromkeys(ids)
+    rows = lance_store.read_table(path, DOCUMENTS, ["doc_id", "build"]).to_pylist()
+    return {r["doc_id"]: r["build"] for r in rows}
 
 
 def failures(index_dir: str | Path) -> list[dict]:
