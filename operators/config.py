@@ -367,6 +367,15 @@ class ServeConfig(Section):
     health_cache_s: float = Field(
         5.0, ge=0, description="/health probes the engines at most this often"
     )
+    viewer: bool = Field(
+        True, description="serve the web viewer at /viewer (docs/viewer.md); false: 404 there"
+    )
+    viewer_max_px: int = Field(
+        2400, ge=256, le=10000, description="the viewer's page images: longest side in pixels"
+    )
+    viewer_cache_mb: int = Field(
+        64, ge=0, description="the viewer's rendered page images kept in memory per replica"
+    )
 
 
 class BookindexConfig(Section):

@@ -12,12 +12,14 @@ concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of
                      (an unknown doc is a 404, a malformed body 422)
     GET  /health         each component (index, engine, query engine, last reload); 503
                          unless all are ok
+    GET  /viewer         the web viewer: corpus, heading trees, pages with their nodes'
+                         boxes, questions with their evidence (pipelines/viewer, docs/viewer.md)
     POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited
                          for the whole application: ``ReloadGate``, one replica every engine
                          replica asks)
 
-Every endpoint but /health and the API's documentation (/docs, /openapi.json: the schema, with
-the bearer scheme so that /docs can send the token) needs ``Authorization: Bearer <token>``
+Every endpoint but /health, the API's documentation (/docs, /openapi.json: the schema, with
+the bearer scheme so that /docs can send the token) and the viewer's page and assets needs ``Authorization: Bearer <token>``
 (``serve.auth``, token from
 ``serve.token_file`` or ``$BOOKINDEX_SERVE_TOKEN``); bodies over ``serve.max_body_bytes`` are
 refused; error bodies name the field and the problem, never the input
@@ -71,6 +73,7 @@ from bookindex.pipelines.serve_guard import (
     guard_settings,
     install_error_handlers,
 )
+from bookindex.pipelines.viewer.routes import ViewerState, install_viewer, viewer_state
 
 # The limits requests are checked against: the defaults here, the application's configuration
 # in every replica (``RetrievalEngine.__init__``).
@@ -90,6 +93,10 @@ api = FastAPI(
 _guard: GuardSettings | None = None
 api.add_middleware(RequestGuard, settings=lambda: _guard)
 install_error_handlers(api)
+# The web viewer (/viewer: pipelines/viewer), reading this replica's engine; None until the
+# replica starts, or with serve.viewer off.
+_viewer: ViewerState | None = None
+install_viewer(api, lambda: _viewer)
 # The bearer scheme as OpenAPI declares it, so that /docs has an Authorize button: the token is
 # entered once there and sent with every request it makes. The check itself is RequestGuard's.
 BEARER = [Security(HTTPBearer(auto_error=False, description="serve.token_file's token"))]
@@ -312,7 +319,7 @@ class RetrievalEngine:
         config: dict | None = None,
         gate: DeploymentHandle | None = None,
     ) -> None:
-        global _limits, _guard
+        global _limits, _guard, _viewer
         self.gate = gate  # the application's reload rate limit (None: this replica's own)
         _limits = load_config(overrides=config or {})  # the request limits of this replica
         _guard = guard_settings(_limits.serve)  # no token with auth=token: the replica fails
@@ -335,6 +342,8 @@ class RetrievalEngine:
         self.reloads = 0
         self.reload_failure: dict | None = None  # the last reload's error until one succeeds
         self.failed_requests = 0
+        if self.config.serve.viewer:  # reads the engine open now (a reload swaps it)
+            _viewer = viewer_state(index_dir, lambda: self.engine.model, self.config.serve)
         self._reload_lock = threading.Lock()
         self._last_asked_reload = float("-inf")
         self._probes: tuple[float, dict] | None = None

@@ -6,8 +6,8 @@ and error bodies that name the field and the problem without echoing the input.
 
 ``RequestGuard`` is a plain ASGI middleware, so it sees every request before FastAPI parses it:
 
-- ``auth="token"``: every path but ``OPEN_PATHS`` (``/health`` and the API's documentation)
-  needs ``Authorization: Bearer <token>`` (compared
+- ``auth="token"``: every path but ``OPEN_PATHS`` (``/health``, the API's documentation and
+  the viewer's page and assets, which hold no data) needs ``Authorization: Bearer <token>`` (compared
   in constant time); a missing or wrong token is a 401, before the body is read.
   ``auth="off"``: only clients on a loopback address are served; any other gets a 403 — so an
   application bound to 0.0.0.0 without a token answers nobody outside the machine.
@@ -39,8 +39,21 @@ TOKEN_ENV = "BOOKINDEX_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 # /health, and the API's documentation: the Swagger page and its schema, which hold nothing
 # secret (the routes and request models this package defines) and carry the bearer scheme, so
-# that a browser's /docs asks for the token once (Authorize) and sends it with each call.
-OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
+# that a browser's /docs asks for the token once (Authorize) and sends it with each call. The
+# viewer's page and its script and style (pipelines/viewer) likewise: the page asks for the
+# token and sends it with every request for data (/viewer/api/..., which needs it).
+OPEN_PATHS = frozenset(
+    {
+        "/health",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/openapi.json",
+        "/viewer",
+        "/viewer/",
+        "/viewer/viewer.js",
+        "/viewer/viewer.css",
+    }
+)
 # Error bodies: at most this many problems, each location part and message cut to these lengths.
 MAX_ERRORS = 8
 MAX_LOC_CHARS = 64
