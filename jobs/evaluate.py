@@ -17,7 +17,10 @@ same number of evidence units: page recall, perfect recall, irrelevant-page rati
 Indexes the corpus through the index job (or reuses the index: only new passages are
 processed), runs every question through each method in batches, and writes per method
 ``results_<method>.jsonl`` (one line per question: ranked passage ids and scores, gold ids,
-recall@k) plus ``metrics.json`` and ``summary.md`` with recall@2/5/10 side by side.
+recall@k) plus ``metrics.json``, ``summary.md`` with recall@2/5/10 side by side, and
+``report.html``: plots of the figures of ``metrics.json``, drawn from it (recall against the
+units returned per method with dense's beside it, per-document scores for PDF QA, seconds per
+question).
 Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
 
 The summary says what each method saw (``operators.query.registry``: its ``sees``), which
@@ -108,14 +111,23 @@ def write_outputs(
     metrics: dict,
     report: str,
     console: Console | None = None,
+    kind: str = PASSAGE,
+    questions: str = "",
 ) -> None:
-    """results_<method>.jsonl, metrics.json and summary.md under ``out``; the report printed."""
+    """results_<method>.jsonl, metrics.json, summary.md and report.html (its plots drawn from
+    metrics.json as written: ``operators.eval.report``) under ``out``; the summary printed."""
+    from bookindex.operators.eval.report import PASSAGE as PASSAGE_REPORT
+    from bookindex.operators.eval.report import PDF, report_html
+
     for method, method_rows in rows.items():
         with (out / f"results_{method}.jsonl").open("w", encoding="utf-8") as handle:
             for row in method_rows:
                 handle.write(json.dumps(row) + "\n")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     (out / "summary.md").write_text(report)
+    written = json.loads((out / "metrics.json").read_text())
+    html = report_html(written, PASSAGE_REPORT if kind == PASSAGE else PDF, questions)
+    (out / "report.html").write_text(html, encoding="utf-8")
     if console is None:
         print(report)
     else:  # the report, or with --json the metrics
@@ -327,7 +339,7 @@ def _evaluate(args: argparse.Namespace, config: BookindexConfig, console: Consol
     report += (
         f"\nwarm-up before the timed batches (models, walk graph, indexes): {warm_up_s:.1f} s\n"
     )
-    write_outputs(out, rows, metrics, report, console)
+    write_outputs(out, rows, metrics, report, console, PASSAGE, args.questions)
     return 0
 
 
@@ -378,7 +390,7 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     report = pdf_markdown(metrics, args.questions)
     report += index_notes(index, QUERY, [*methods, "dense"], stale_note)
-    write_outputs(out, rows, metrics, report, console)
+    write_outputs(out, rows, metrics, report, console, QUERY, args.questions)
     return 0
 
 

@@ -13,7 +13,9 @@ Curves: recall at a budget of n evidence units, n = 1..20: each baseline's top n
 20 a question: its first n units are its top n), and each method asked with k = n at the
 budgets of ``CURVE_POINTS`` (1, 3, 5, 10, 15, 20) and scored on the first n units it returns
 (a method that returns more than k units spends only the first n); so "at equal units" is read
-at every budget, not only at the method's own.
+at every budget, not only at the method's own. The summary also holds what the report
+(``operators.eval.report``) draws beside them: per-document scores and the spread of the
+seconds per question.
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ def evaluate_pdf_method(
     return rows
 
 
-def summarise_pdf(rows: list[dict]) -> dict[str, float]:
+def summarise_pdf(rows: list[dict]) -> dict:
     def mean(key: str) -> float | None:
         values = [r[key] for r in rows if key in r]
         return sum(values) / len(values) if values else None
@@ -180,6 +182,38 @@ def summarise_pdf(rows: list[dict]) -> dict[str, float]:
     out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
     out["answers_with_fallback"] = sum(1 for r in rows if r.get("fallbacks"))
     out["seconds_per_query"] = mean("seconds") or 0.0
+    out["seconds"] = seconds_spread([r["seconds"] for r in rows])
+    out["per_document"] = per_document(rows)
+    return out
+
+
+def seconds_spread(seconds: list[float]) -> dict[str, float]:
+    """Median, 90th percentile and maximum of the seconds per question."""
+    if not seconds:
+        return {"p50": 0.0, "p90": 0.0, "max": 0.0}
+    ordered = sorted(seconds)
+
+    def at(share: float) -> float:
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+    return {"p50": at(0.5), "p90": at(0.9), "max": ordered[-1]}
+
+
+def per_document(rows: list[dict]) -> dict[str, dict]:
+    """Per document: questions, answerable ones, and the means over its questions that have
+    each of page and span recall (the method's and each baseline's at the same units), units
+    and seconds per question."""
+    keys = [f"{p}{m}" for m in ("page_recall", "span_recall") for p in ("", "dense_", "hybrid_")]
+    out: dict[str, dict] = {}
+    for doc in sorted({r["doc"] for r in rows}):
+        mine = [r for r in rows if r["doc"] == doc]
+        entry: dict = {"questions": len(mine), "answerable": sum("page_recall" in r for r in mine)}
+        for key in (*keys, "n_units", "seconds"):
+            values = [r[key] for r in mine if key in r]
+            if values:
+                name = "seconds_per_query" if key == "seconds" else key
+                entry[name] = sum(values) / len(values)
+        out[doc] = entry
     return out
 
 
