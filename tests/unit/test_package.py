@@ -43,6 +43,11 @@ def test_the_wheel_holds_one_package_and_its_data(wheel):
         "bookindex/jobs/index_corpus.py",
         "bookindex/operators/structure/section_model.json",
         "bookindex/operators/models/minilm_calibration.txt",
+        "bookindex/pipelines/viewer/routes.py",  # the viewer and the assets its page loads
+        "bookindex/pipelines/viewer/static/index.html",
+        "bookindex/pipelines/viewer/static/viewer.js",
+        "bookindex/pipelines/viewer/static/viewer.css",
+        "bookindex/operators/view/pages.py",
     ):
         assert needed in names, needed
     assert not any(n.startswith(("bookindex/tests", "bookindex/benchmarks")) for n in names)
@@ -71,14 +76,17 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
         "print(bookindex.__file__)\n"
         "print(config.__file__)\n"
         "print(load_model() is not None)\n"
+        "from importlib import resources\n"
+        "static = resources.files('bookindex.pipelines.viewer') / 'static'\n"
+        "print(all(b'/viewer/' in (static / n).read_bytes() for n in ('index.html', 'viewer.js')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    package, module, model = done.stdout.split()
+    package, module, model, viewer = done.stdout.split()
     assert Path(package).is_relative_to(target) and Path(module).is_relative_to(target)
-    assert model == "True"
+    assert model == "True" and viewer == "True"
     version = subprocess.run(
         [sys.executable, "-m", "bookindex", "--version"],
         cwd=elsewhere,
