@@ -73,6 +73,8 @@ class Browser:
         self.next_id = 0
         self.requests: list[dict] = []  # every request the page made: url, method, headers
         self.errors: list[str] = []  # uncaught exceptions and console errors of the page
+        self.responses: list[tuple[str, int]] = []  # (url, status) of every response
+        self.loads = 0  # documents loaded (Page.loadEventFired)
 
     @classmethod
     def start(
@@ -156,7 +158,12 @@ class Browser:
 
     def _event(self, message: dict) -> None:
         method, params = message.get("method"), message.get("params", {})
-        if method == "Network.requestWillBeSent":
+        if method == "Page.loadEventFired":
+            self.loads += 1
+        elif method == "Network.responseReceived":
+            response = params["response"]
+            self.responses.append((response["url"], response["status"]))
+        elif method == "Network.requestWillBeSent":
             request = params["request"]
             self.requests.append(
                 {"url": request["url"], "method": request["method"], "headers": request["headers"]}
@@ -189,14 +196,28 @@ class Browser:
             if value is not None and value is not False and value != 0 and value != "":
                 return value
             if time.monotonic() > deadline:
-                status = self.evaluate("(document.getElementById('status')||{}).textContent")
+                seen = self.evaluate(
+                    "[location.href, (document.getElementById('status') || {}).textContent,"
+                    " (document.getElementById('view') || {innerHTML: ''}).innerHTML.slice(0, 300)]"
+                )
                 raise TimeoutError(
-                    f"waited {timeout:g} s for {what or expression}; status: {status!r}"
+                    f"waited {timeout:g} s for {what or expression}; page {seen[0]}, status "
+                    f"{seen[1]!r}, view {seen[2]!r}; last responses {self.responses[-4:]}; "
+                    f"errors {self.errors[-3:]}"
                 )
             time.sleep(0.1)
 
-    def navigate(self, url: str) -> None:
-        self.send("Page.navigate", url=url)
+    def navigate(self, url: str, timeout: float = 120) -> None:
+        """Go to ``url``: a new document (loaded: its load event came) or, where only the
+        fragment changes, the same one."""
+        loads = self.loads
+        result = self.send("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        while "loaderId" in result and self.loads == loads:  # a new document: wait for it
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not load in {timeout:g} s")
+            self.send("Runtime.evaluate", expression="0")  # reads the events meanwhile
+            time.sleep(0.05)
         self.wait_for("document.readyState === 'complete'", what=f"{url} to load")
 
     # ---- a person's input ---------------------------------------------------------------------

@@ -27,6 +27,8 @@ const imageCache = new Map(); // "doc/page/width" -> blob: URL
 const pageCache = new Map(); // "doc/page" -> the page's nodes
 const hiddenKinds = new Set();
 
+let routeSerial = 0; // the route shown: a view whose data comes after the next route is dropped
+
 class Unauthorized extends Error {}
 
 // ---- requests --------------------------------------------------------------------------------
@@ -190,6 +192,7 @@ function boxText(bbox) {
 // ---- routing ---------------------------------------------------------------------------------
 function route() {
   if (!corpusCache) return;
+  routeSerial += 1;
   setStatus("");
   hideTip();
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
@@ -209,7 +212,9 @@ function route() {
 
 // ---- corpus ----------------------------------------------------------------------------------
 async function showCorpus() {
+  const mine = routeSerial;
   const corpus = (corpusCache = await getJSON("/viewer/api/corpus"));
+  if (mine !== routeSerial) return;
   const rows = corpus.documents.map((d) =>
     el("tr", { "data-doc-id": d.doc_id, class: "status-" + d.status },
       el("td", {}, d.status === "failed" || d.passage
@@ -286,7 +291,9 @@ function treeList(docId, items, collapseBelow) {
 }
 
 async function showDocument(docId, secId) {
+  const mine = routeSerial;
   const doc = await documentData(docId);
+  if (mine !== routeSerial) return;
   const collapseBelow = doc.tree.length > 150 ? 2 : 99;
   const kinds = Object.entries(doc.kinds).map(([k, n]) => (KIND_NAMES[k] || k) + " " + n).join(", ");
   const panel = el("section", { id: "panel" });
@@ -388,7 +395,9 @@ function hideTip() {
 
 async function showPage(docId, pageNo, nodeId) {
   const base = "/viewer/api/docs/" + encodeURIComponent(docId) + "/pages/" + pageNo;
+  const mine = routeSerial;
   const page = await pageData(docId, pageNo);
+  if (mine !== routeSerial) return;
   const details = el("section", { id: "node-details" },
     el("p", { class: "meta", text: "Point at a box to see its coordinates; click it to open the node." }));
   const stage = el("div", { class: "page-stage", id: "page-stage", "data-doc-id": docId, "data-page": pageNo });
