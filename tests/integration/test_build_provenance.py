@@ -110,3 +110,8 @@ def test_another_build_reindexes_the_documents_it_changes(
     assert summary.count("no build recorded") == 0
     # the PDF's build as it was made: outline off, no enrich (other options, e.g. OCR, between)
     assert re.search(r"options enrich=False, [^;]*use_outline=False;", summary)
+    # report.html plots metrics.json as written: bm25's recall@2/5/10
+    metrics = json.loads((report / "metrics.json").read_text())["bm25"]
+    html = (report / "report.html").read_text()
+    for k in (2, 5, 10):
+        assert f'data-method="bm25" data-k="{k}" data-value="{metrics[f"recall@{k}"]:.6f}"' in html

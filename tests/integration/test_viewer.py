@@ -310,13 +310,19 @@ def test_running_heads_dropped_as_furniture_are_drawn_and_are_no_node(served, lo
     shot(browser, "06-page-furniture.png")
 
 
-def test_the_demo_question_shows_the_four_tables_with_their_boxes(served, logged_in):
-    browser = logged_in
+def _ask(browser: Browser, served: Served, method: str) -> None:
+    """The demo question in the ask view, with ``method`` (``*``: every method)."""
     browser.navigate(served.base + "/viewer#/ask")
     browser.wait_for("document.getElementById('question')", what="the ask form")
     browser.type_into("#question", DEMO)
-    assert browser.evaluate("document.getElementById('method').value") == "auto"
+    assert browser.evaluate("document.getElementById('method').value") == "auto"  # the default
+    browser.evaluate(f"document.getElementById('method').value = {json.dumps(method)}")
     browser.click("#ask-button")
+
+
+def test_the_demo_question_shows_the_four_tables_with_their_boxes(served, logged_in):
+    browser = logged_in
+    _ask(browser, served, "auto")
     answer = ".answer[data-method=auto]"
     browser.wait_for(  # every evidence unit's page drawn with its box
         f"document.querySelectorAll('{answer} .evidence-item').length > 0 && "
@@ -367,11 +373,7 @@ def test_the_demo_question_shows_the_four_tables_with_their_boxes(served, logged
 
 def test_every_method_side_by_side(served, logged_in):
     browser = logged_in
-    browser.navigate(served.base + "/viewer#/ask")
-    browser.wait_for("document.getElementById('question')", what="the ask form")
-    browser.type_into("#question", DEMO)
-    browser.evaluate("document.getElementById('method').value = '*'")
-    browser.click("#ask-button")
+    _ask(browser, served, "*")
     browser.wait_for(
         f"document.querySelectorAll('.answer[data-done]').length === {len(QUERY_METHODS)}",
         what="every method's answer",
