@@ -4,8 +4,8 @@ SVG (one self-contained file: no script, no stylesheet or font from elsewhere).
 PDF QA (``operators.eval.pdf_qa.summarise_pdf``'s metrics per method):
 
 - page recall against the evidence units taken, 1 … k, one panel per method: the method's
-  first u units (solid) beside dense's first u (dashed), and the method's own point (the units
-  it returned on average, its page recall);
+  first u units (solid) beside dense's first u (dashed), and the method as run (the units it
+  returned on average, its page recall: a square) beside dense asked for as many (grey);
 - page recall per document and method, dense's at the same units beside it;
 - seconds per question per method: the mean, the median and the 90th percentile.
 
@@ -20,6 +20,7 @@ Every mark carries its figure (``data-value``) and where it came from (``data-me
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 PDF, PASSAGE = "pdf", "passage"
@@ -48,9 +49,7 @@ def x_of(step: float, first: float, last: float, width: int = WIDTH) -> float:
 
 
 def _axes(title: str, x_label: str, first: float, last: float, ticks: list[float]) -> list[str]:
-    out = [
-        f'<text x="{WIDTH / 2}" y="15" text-anchor="middle" font-weight="600">{escape(title)}</text>'
-    ]
+    out = [f'<text x="{MARGIN["left"]}" y="15" font-weight="600">{escape(title)}</text>']
     bottom, top = y_of(0), y_of(1)
     out.append(
         f'<line x1="{MARGIN["left"]}" y1="{bottom}" x2="{WIDTH - MARGIN["right"]}" '
@@ -96,15 +95,19 @@ def _svg(body: list[str], width: int = WIDTH, height: int = HEIGHT, label: str =
 
 
 def units_panels(metrics: dict[str, dict]) -> str:
-    """One panel per method: page recall of its first u units and of dense's, u = 1 … k."""
+    """One panel per method: page recall of its first u units and of dense's, u = 1 … k; and
+    the method as run (units returned on average, page recall: a square) beside dense asked
+    for as many units (a grey square at the same x). A method may return more than k units
+    (DeepRead reads a whole section): the x axis then runs on to its average."""
     panels = []
     for i, (method, m) in enumerate(metrics.items()):
         curve = m.get("recall_by_units") or []
         if not curve:
             continue
         colour = PALETTE[i % len(PALETTE)]
-        first, last = 1, len(curve)
-        body = _axes(method, "evidence units taken", first, last, [p["units"] for p in curve])
+        first, last = 1, max(len(curve), math.ceil(m.get("n_units", 0)))
+        ticks = list(range(1, last + 1)) if last <= 12 else [1, *range(5, last + 1, 5)]
+        body = _axes(method, "evidence units taken", first, last, ticks)
         for key, col, dashed, who in (
             ("dense_page_recall", DENSE, True, "dense"),
             ("page_recall", colour, False, method),
@@ -119,19 +122,24 @@ def units_panels(metrics: dict[str, dict]) -> str:
                     f'data-value="{p[key]:.6f}"><title>{escape(who)}: {p["units"]} units, '
                     f"page recall {p[key]:.3f}</title></circle>"
                 )
-        if "n_units" in m and "page_recall" in m:
-            x = x_of(min(max(m["n_units"], first), last), first, last)
-            y = y_of(m["page_recall"])
+        units = m.get("n_units")
+        for key, col, who in (
+            ("dense_page_recall", DENSE, "dense"),
+            ("page_recall", colour, method),
+        ):
+            if units is None or key not in m:
+                continue
+            x, y = x_of(min(max(units, first), last), first, last), y_of(m[key])
             body.append(
                 f'<rect class="operating-point" x="{x - 5}" y="{y - 5}" width="10" height="10" '
-                f'fill="none" stroke="{colour}" stroke-width="2" data-method="{escape(method)}" '
-                f'data-units="{m["n_units"]:.6f}" data-value="{m["page_recall"]:.6f}">'
-                f"<title>{escape(method)} as run: {m['n_units']:.2f} units on average, page recall "
-                f"{m['page_recall']:.3f}</title></rect>"
+                f'fill="none" stroke="{col}" stroke-width="2" data-panel="{escape(method)}" '
+                f'data-method="{escape(who)}" data-units="{units:.6f}" '
+                f'data-value="{m[key]:.6f}"><title>{escape(who)} at {escape(method)}\'s units '
+                f"({units:.2f} on average): page recall {m[key]:.3f}</title></rect>"
             )
         body.append(
-            f'<text x="{WIDTH - MARGIN["right"]}" y="{MARGIN["top"] + 10}" text-anchor="end" '
-            f'font-size="10" fill="{DENSE}">dashed: dense</text>'
+            f'<text x="{WIDTH - MARGIN["right"]}" y="15" text-anchor="end" '
+            f'font-size="10" fill="{DENSE}">dashed, grey: dense</text>'
         )
         panels.append(_svg(body, label=f"{method}: page recall against units"))
     return '<div class="panels" id="units">' + "".join(panels) + "</div>"
@@ -261,8 +269,9 @@ def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
         sections = [
             "<h2>Page recall against evidence units</h2>",
             '<p class="note">Each method\'s first 1, 2, … k evidence units (solid) beside dense '
-            "top-k's first as many (dashed), over the answerable questions; the square is the "
-            "method as run (units returned on average, page recall).</p>",
+            "top-k's first as many (dashed), over the answerable questions; the squares are the "
+            "method as run (units returned on average, page recall) and dense asked for as many "
+            "units (grey).</p>",
             units_panels(metrics),
             "<h2>Page recall per document</h2>",
             '<p class="note">Each method (colour) and dense asked for the same number of units '
