@@ -1,4 +1,5 @@
-"""Shared fixtures: the shared data directory, one Ray session, the sample corpus."""
+"""Shared fixtures: the shared data directory, one Ray session, the sample corpus and its
+index."""
 
 from __future__ import annotations
 
@@ -55,6 +56,21 @@ def sample_corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sample_corpus")
     build_sample_corpus(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def sample_index(ray_session, sample_corpus, tmp_path_factory) -> tuple[Path, object]:
+    """The sample corpus indexed once per session (default configuration) from a copy of its
+    own (``corpus`` beside ``index``), and the run's summary. Read it, never write it: a test
+    that changes an index takes a copy of ``index`` (its documents stay in ``corpus``)."""
+    import shutil
+
+    from bookindex.pipelines.index_pipeline import run_index
+
+    root = tmp_path_factory.mktemp("sample_index")
+    shutil.copytree(sample_corpus, root / "corpus")
+    summary = run_index([str(root / "corpus")], root / "index")
+    return root / "index", summary
 
 
 PAPER = "2303.05039v2.pdf"  # MMLongBench: a 9-page paper with tables, figures and captions

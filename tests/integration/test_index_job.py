@@ -31,14 +31,10 @@ from bookindex.pipelines.structure_stage import plan_tasks, split_limit
 
 
 @pytest.fixture(scope="module")
-def indexed(ray_session, sample_corpus, tmp_path_factory) -> tuple[Path, object]:
-    """The sample corpus indexed once for the module, from a copy of its own (``corpus``
-    beside ``index``): the re-run test starts from this first run."""
-    root = tmp_path_factory.mktemp("index_job")
-    shutil.copytree(sample_corpus, root / "corpus")
-    out = root / "index"
-    summary = run_index([str(root / "corpus")], out)
-    return out, summary
+def indexed(sample_index) -> tuple[Path, object]:
+    """The sample corpus indexed once for the session, from a copy of its own (``corpus``
+    beside ``index``; tests/conftest.py): the re-run test starts from this first run."""
+    return sample_index
 
 
 def _manifest(sample_corpus: Path) -> dict[str, dict]:
