@@ -182,7 +182,7 @@ def summarise_pdf(rows: list[dict]) -> dict:
     out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
     out["answers_with_fallback"] = sum(1 for r in rows if r.get("fallbacks"))
     out["seconds_per_query"] = mean("seconds") or 0.0
-    out["seconds"] = seconds_spread([r["seconds"] for r in rows])
+    out["seconds"] = seconds_spread([r["seconds"] for r in rows if "seconds" in r])
     out["per_document"] = per_document(rows)
     return out
 
@@ -205,8 +205,8 @@ def per_document(rows: list[dict]) -> dict[str, dict]:
     and seconds per question."""
     keys = [f"{p}{m}" for m in ("page_recall", "span_recall") for p in ("", "dense_", "hybrid_")]
     out: dict[str, dict] = {}
-    for doc in sorted({r["doc"] for r in rows}):
-        mine = [r for r in rows if r["doc"] == doc]
+    for doc in sorted({r["doc"] for r in rows if "doc" in r}):
+        mine = [r for r in rows if r.get("doc") == doc]
         entry: dict = {"questions": len(mine), "answerable": sum("page_recall" in r for r in mine)}
         for key in (*keys, "n_units", "seconds"):
             values = [r[key] for r in mine if key in r]

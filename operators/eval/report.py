@@ -3,17 +3,20 @@ SVG (one self-contained file: no script, no stylesheet or font from elsewhere).
 
 PDF QA (``operators.eval.pdf_qa.summarise_pdf``'s metrics per method):
 
-- page recall against the evidence units taken, 1 … k, one panel per method: the method's
-  first u units (solid) beside dense's first u (dashed), and the method as run (the units it
-  returned on average, its page recall: a square) beside dense asked for as many (grey);
-- page recall per document and method, dense's at the same units beside it;
-- seconds per question per method: the mean, the median and the 90th percentile.
+- recall against the evidence units spent, one panel per method and metric (page recall; span
+  recall where the questions have evidence texts): the method's ``curve`` at the budgets of
+  ``pdf_qa.CURVE_POINTS`` (solid) beside dense's and hybrid's top n, n = 1 … 20 (dashed,
+  dotted), and the method as run (the units it returned on average, its recall: a square)
+  beside each baseline asked for as many units (its own square);
+- recall per document (``per_document``) and method, dense's and hybrid's at the same units
+  beside it;
+- seconds per question per method: the mean, the median and the 90th percentile (``seconds``).
 
 Passage QA (``jobs.evaluate.summarise``'s): recall@k against k per method, dense dashed, and
 seconds per query.
 
-Every mark carries its figure (``data-value``) and where it came from (``data-method``,
-``data-units`` or ``data-k``, ``data-doc``), so that a test reads the plot back.
+Every mark carries its figure (``data-value``) and where it came from (``data-panel``,
+``data-method``, ``data-units`` or ``data-k``, ``data-doc``), so that a test reads the plot back.
 
     html = report_html(json.loads(Path("metrics.json").read_text()), "pdf", "questions.jsonl")
 """
@@ -23,11 +26,15 @@ from __future__ import annotations
 import math
 from html import escape
 
+from bookindex.operators.eval.pdf_qa import BASELINES, CURVE_POINTS
+
 PDF, PASSAGE = "pdf", "passage"
 WIDTH, HEIGHT = 300, 200  # one panel, pixels
 MARGIN = {"left": 40, "right": 10, "top": 24, "bottom": 30}
 PALETTE = ("#1f5fbf", "#e8750a", "#2a9d3a", "#8e44ad", "#d6409f", "#138d9c", "#8c564b")
 DENSE = "#555"
+BASELINE_STYLE = {"dense": ("#555", "6 3"), "hybrid": ("#999", "2 3")}  # colour, dash pattern
+METRICS = {"page_recall": "page recall", "span_recall": "span recall"}
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#1d1d1f}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
 .panels{display:flex;flex-wrap:wrap;gap:1em}svg{background:#fff;border:1px solid #ddd}
@@ -79,9 +86,10 @@ def _axes(title: str, x_label: str, first: float, last: float, ticks: list[float
     return out
 
 
-def _line(points: list[tuple[float, float]], colour: str, dashed: bool, attrs: str) -> str:
+def _line(points: list[tuple[float, float]], colour: str, dash: str, attrs: str) -> str:
+    """A polyline through ``points``; ``dash``: an SVG dash pattern ("": solid)."""
     path = " ".join(f"{x},{y}" for x, y in points)
-    dash = ' stroke-dasharray="5 3"' if dashed else ""
+    dash = f' stroke-dasharray="{dash}"' if dash else ""
     return f'<polyline class="curve" {attrs} points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
 
 
@@ -94,39 +102,49 @@ def _svg(body: list[str], width: int = WIDTH, height: int = HEIGHT, label: str =
     )
 
 
-def units_panels(metrics: dict[str, dict]) -> str:
-    """One panel per method: page recall of its first u units and of dense's, u = 1 … k; and
-    the method as run (units returned on average, page recall: a square) beside dense asked
-    for as many units (a grey square at the same x). A method may return more than k units
-    (DeepRead reads a whole section): the x axis then runs on to its average."""
+def units_panels(metrics: dict[str, dict], metric: str) -> str:
+    """One panel per method: its recall (``metric``) at the budgets of ``CURVE_POINTS`` beside
+    the baselines' top n, and the squares of the method as run and of each baseline asked for
+    as many units. A method that returns more units than the axis holds on average (DeepRead
+    reads sections) widens it."""
     panels = []
     for i, (method, m) in enumerate(metrics.items()):
-        curve = m.get("recall_by_units") or []
+        curve = m.get("curve", {}).get(metric)
         if not curve:
             continue
         colour = PALETTE[i % len(PALETTE)]
-        first, last = 1, max(len(curve), math.ceil(m.get("n_units", 0)))
-        ticks = list(range(1, last + 1)) if last <= 12 else [1, *range(5, last + 1, 5)]
-        body = _axes(method, "evidence units taken", first, last, ticks)
-        for key, col, dashed, who in (
-            ("dense_page_recall", DENSE, True, "dense"),
-            ("page_recall", colour, False, method),
-        ):
-            points = [(x_of(p["units"], first, last), y_of(p[key])) for p in curve]
-            body.append(_line(points, col, dashed, f'data-method="{escape(who)}"'))
-            for p, (x, y) in zip(curve, points, strict=True):
+        units = m.get("n_units")
+        baseline_len = max(
+            [len(m.get(f"{b}_curve", {}).get(metric, [])) for b in BASELINES] + [CURVE_POINTS[-1]]
+        )
+        first, last = 1, max(baseline_len, math.ceil(units or 0))
+        ticks = [1, *range(5, last + 1, 5)]
+        body = _axes(method, "evidence units spent", first, last, ticks)
+        lines = [(method, colour, "", list(zip(CURVE_POINTS, curve, strict=False)))]
+        for name in BASELINES:
+            values = m.get(f"{name}_curve", {}).get(metric, [])
+            style = BASELINE_STYLE.get(name, (DENSE, "4 2"))
+            lines.append((name, style[0], style[1], list(enumerate(values, start=1))))
+        for who, col, dash, points in lines:
+            if not points:
+                continue
+            xy = [(x_of(n, first, last), y_of(v)) for n, v in points]
+            body.append(
+                _line(xy, col, dash, f'data-panel="{escape(method)}" data-method="{escape(who)}"')
+            )
+            for (n, v), (x, y) in zip(points, xy, strict=True):
+                if who != method and n not in CURVE_POINTS:
+                    continue  # a baseline's points marked at the method's budgets
                 body.append(
                     f'<circle class="point" cx="{x}" cy="{y}" r="3" fill="{col}" '
-                    f'data-panel="{escape(method)}" data-method="{escape(who)}" '
-                    f'data-units="{p["units"]}" '
-                    f'data-value="{p[key]:.6f}"><title>{escape(who)}: {p["units"]} units, '
-                    f"page recall {p[key]:.3f}</title></circle>"
+                    f'data-panel="{escape(method)}" data-method="{escape(who)}" data-units="{n}" '
+                    f'data-value="{v:.6f}"><title>{escape(who)}: {n} units, '
+                    f"{METRICS[metric]} {v:.3f}</title></circle>"
                 )
-        units = m.get("n_units")
-        for key, col, who in (
-            ("dense_page_recall", DENSE, "dense"),
-            ("page_recall", colour, method),
-        ):
+        squares = [(method, colour, metric)] + [
+            (b, BASELINE_STYLE.get(b, (DENSE, ""))[0], f"{b}_{metric}") for b in BASELINES
+        ]
+        for who, col, key in squares:
             if units is None or key not in m:
                 continue
             x, y = x_of(min(max(units, first), last), first, last), y_of(m[key])
@@ -135,24 +153,29 @@ def units_panels(metrics: dict[str, dict]) -> str:
                 f'fill="none" stroke="{col}" stroke-width="2" data-panel="{escape(method)}" '
                 f'data-method="{escape(who)}" data-units="{units:.6f}" '
                 f'data-value="{m[key]:.6f}"><title>{escape(who)} at {escape(method)}\'s units '
-                f"({units:.2f} on average): page recall {m[key]:.3f}</title></rect>"
+                f"({units:.2f} on average): {METRICS[metric]} {m[key]:.3f}</title></rect>"
             )
+        legend = ", ".join(
+            f"{b} {'dashed' if i == 0 else 'dotted'}" for i, b in enumerate(BASELINES)
+        )
         body.append(
             f'<text x="{WIDTH - MARGIN["right"]}" y="15" text-anchor="end" '
-            f'font-size="10" fill="{DENSE}">dashed, grey: dense</text>'
+            f'font-size="10" fill="{DENSE}">{escape(legend)}</text>'
         )
-        panels.append(_svg(body, label=f"{method}: page recall against units"))
-    return '<div class="panels" id="units">' + "".join(panels) + "</div>"
+        panels.append(_svg(body, label=f"{method}: {METRICS[metric]} against units"))
+    return f'<div class="panels" id="units-{metric}">' + "".join(panels) + "</div>"
 
 
 def documents_chart(metrics: dict[str, dict]) -> str:
-    """Page recall per document (rows) and method (columns), dense's at the same units
-    beside each: bars on a 0 … 1 scale."""
+    """Recall per document (rows) and method (columns): page recall, or span recall for a
+    document whose questions have no evidence pages; each baseline's at the same units beside
+    it: bars on a 0 … 1 scale."""
     methods = [m for m, v in metrics.items() if v.get("per_document")]
     docs = sorted({d for m in methods for d in metrics[m]["per_document"]})
     if not docs:
         return '<p class="note">No per-document figures.</p>'
-    name_w, cell_w, row_h = 220, 150, 26
+    bars = 1 + len(BASELINES)
+    name_w, cell_w, row_h = 240, 150, 10 * bars + 8
     width, height = name_w + cell_w * len(methods) + 10, 30 + row_h * len(docs)
     body = []
     for j, method in enumerate(methods):
@@ -160,28 +183,31 @@ def documents_chart(metrics: dict[str, dict]) -> str:
         body.append(f'<text x="{x + 5}" y="18" font-weight="600">{escape(method)}</text>')
     for i, doc in enumerate(docs):
         y = 30 + i * row_h
-        body.append(f'<text x="5" y="{y + 16}" font-size="11">{escape(doc[:34])}</text>')
-        for j, method in enumerate(methods):
-            entry = metrics[method]["per_document"].get(doc, {})
+        entries = [metrics[m]["per_document"].get(doc, {}) for m in methods]
+        metric = "page_recall" if any("page_recall" in e for e in entries) else "span_recall"
+        body.append(
+            f'<text x="5" y="{y + 12}" font-size="11">{escape(doc[:36])}</text>'
+            f'<text x="5" y="{y + 24}" font-size="9" fill="#666">{METRICS[metric]}</text>'
+        )
+        for j, (method, entry) in enumerate(zip(methods, entries, strict=True)):
             x = name_w + j * cell_w + 5
-            for key, col, dy, who in (
-                ("page_recall", PALETTE[j % len(PALETTE)], 3, method),
-                ("dense_page_recall", DENSE, 13, "dense"),
-            ):
+            rows = [(metric, PALETTE[j % len(PALETTE)], method)]
+            rows += [(f"{b}_{metric}", BASELINE_STYLE.get(b, (DENSE, ""))[0], b) for b in BASELINES]
+            for r, (key, col, who) in enumerate(rows):
                 if key not in entry:
                     continue
-                value = entry[key]
+                value, dy = entry[key], 2 + 10 * r
                 w = round(100 * value, 2)
                 body.append(
                     f'<rect class="bar" x="{x}" y="{y + dy}" width="{w}" height="8" fill="{col}" '
                     f'data-doc="{escape(doc)}" data-method="{escape(who)}" data-of="{escape(method)}" '
-                    f'data-value="{value:.6f}"><title>{escape(doc)} · {escape(who)}: page recall '
-                    f"{value:.3f}</title></rect>"
+                    f'data-metric="{metric}" data-value="{value:.6f}"><title>{escape(doc)} · '
+                    f"{escape(who)}: {METRICS[metric]} {value:.3f}</title></rect>"
                 )
                 body.append(
                     f'<text x="{x + w + 3}" y="{y + dy + 8}" font-size="9">{value:.2f}</text>'
                 )
-    return _svg(body, width, height, "page recall per document")
+    return _svg(body, width, height, "recall per document")
 
 
 def seconds_chart(metrics: dict[str, dict]) -> str:
@@ -194,7 +220,7 @@ def seconds_chart(metrics: dict[str, dict]) -> str:
         + [1e-9]
     )
     name_w, bar_w, row_h = 130, 320, 24
-    width, height = name_w + bar_w + 90, 20 + row_h * len(rows)
+    width, height = name_w + bar_w + 150, 20 + row_h * len(rows)
     body = []
     for i, (method, v) in enumerate(rows):
         y = 10 + i * row_h
@@ -217,7 +243,8 @@ def seconds_chart(metrics: dict[str, dict]) -> str:
                     f'data-value="{spread[key]:.6f}"><title>{key}: {spread[key]:.4f} s</title></line>'
                 )
         label = f"{mean:.3f} s" + (f" (p90 {spread['p90']:.3f})" if "p90" in spread else "")
-        body.append(f'<text x="{name_w + w + 6}" y="{y + 14}" font-size="11">{label}</text>')
+        right = max(w, bar_w * spread.get("p90", 0.0) / top)  # after the bar and its ticks
+        body.append(f'<text x="{name_w + right + 6}" y="{y + 14}" font-size="11">{label}</text>')
     return _svg(body, width, height, "seconds per question")
 
 
@@ -233,7 +260,9 @@ def recall_at_k_chart(metrics: dict[str, dict]) -> str:
         dense = method == "dense"
         colour = DENSE if dense else PALETTE[i % len(PALETTE)]
         points = [(x_of(k, ks[0], ks[-1]), y_of(m[f"recall@{k}"])) for k in ks]
-        body.append(_line(points, colour, dense, f'data-method="{escape(method)}"'))
+        body.append(
+            _line(points, colour, "5 3" if dense else "", f'data-method="{escape(method)}"')
+        )
         for k, (x, y) in zip(ks, points, strict=True):
             value = m[f"recall@{k}"]
             body.append(
@@ -264,18 +293,26 @@ def _table(metrics: dict[str, dict], keys: list[str]) -> str:
 def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
     """The report of ``metrics`` (``metrics.json`` as read back) for ``kind`` (PDF or PASSAGE)."""
     if kind == PDF:
-        keys = ["questions", "answerable", "n_units", "page_recall", "dense_page_recall"]
-        keys += ["perfect_recall", "span_recall", "seconds_per_query"]
-        sections = [
-            "<h2>Page recall against evidence units</h2>",
-            '<p class="note">Each method\'s first 1, 2, … k evidence units (solid) beside dense '
-            "top-k's first as many (dashed), over the answerable questions; the squares are the "
-            "method as run (units returned on average, page recall) and dense asked for as many "
-            "units (grey).</p>",
-            units_panels(metrics),
-            "<h2>Page recall per document</h2>",
-            '<p class="note">Each method (colour) and dense asked for the same number of units '
-            "(grey), over the document's answerable questions.</p>",
+        keys = ["questions", "answerable", "n_units", "page_recall"]
+        keys += [f"{b}_page_recall" for b in BASELINES]
+        keys += ["perfect_recall", "span_recall", *[f"{b}_span_recall" for b in BASELINES]]
+        keys += ["seconds_per_query"]
+        sections = []
+        for metric, name in METRICS.items():
+            if any(metric in v.get("curve", {}) for v in metrics.values()):
+                sections += [
+                    f"<h2>{name.capitalize()} against evidence units</h2>",
+                    f'<p class="note">Each method asked at a budget of n units and scored on its '
+                    f"first n (solid, at n = {', '.join(map(str, CURVE_POINTS))}) beside the "
+                    f"baselines' top n ({', '.join(BASELINES)}); the squares are the method as "
+                    "run (units returned on average, its recall) and each baseline asked for as "
+                    "many units.</p>",
+                    units_panels(metrics, metric),
+                ]
+        sections += [
+            "<h2>Recall per document</h2>",
+            '<p class="note">Each method (colour) and the baselines asked for the same number '
+            "of units (grey), over the document's questions with that gold.</p>",
             documents_chart(metrics),
         ]
         title = "PDF QA evaluation"

@@ -1,7 +1,7 @@
 """report.html of the PDF QA evaluation, from real answers: MMLongBench's questions on the
-paper of this folder's in-memory index, answered by two methods beside dense; the curves of
-page recall against units, the per-document bars and the seconds come out of metrics.json as
-written, and the plot's marks sit where their figures put them."""
+paper of this folder's in-memory index, answered by two methods beside the baselines; the
+curves, the per-document bars and the seconds come out of metrics.json as written, and the
+plot's marks sit where their figures put them."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ from html.parser import HTMLParser
 
 import pytest
 
-from bookindex.operators.eval.pdf_qa import evaluate_pdf_method, summarise_pdf
+from bookindex.operators.eval.pdf_qa import (
+    BASELINES,
+    CURVE_POINTS,
+    evaluate_pdf_method,
+    summarise_pdf,
+)
 from bookindex.operators.eval.report import PDF, report_html, y_of
 from tests.conftest import PAPER
 
 K = 5
-METHODS = ("bookrag", "zoom")
+METHODS = ("bookrag", "ladrag")
 
 
 class Marks(HTMLParser):
-    """Every element with a data-value: its tag and attributes."""
+    """Every element with a data-value: its tag and attributes; and every tag seen."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,16 +48,17 @@ def evaluated(engine, shared_data):
     return rows, metrics
 
 
-def test_dense_at_the_same_units_is_its_curve_at_that_many_units(evaluated):
-    rows, _ = evaluated
-    checked = 0
-    for row in (r for method_rows in rows.values() for r in method_rows):
-        if "recall_by_units" in row and 1 <= row["n_units"] <= K:
-            units = row["n_units"]
-            assert row["recall_by_units"][units - 1] == row["page_recall"]
-            assert row["dense_recall_by_units"][units - 1] == row["dense_page_recall"]
-            checked += 1
-    assert checked >= 4
+def test_the_per_document_figures_are_the_means_of_its_questions(evaluated):
+    rows, metrics = evaluated
+    for method in METHODS:
+        entry = metrics[method]["per_document"][PAPER]
+        answerable = [r for r in rows[method] if "page_recall" in r]
+        assert entry["answerable"] == len(answerable) >= 4
+        for key in ("page_recall", *(f"{b}_page_recall" for b in BASELINES)):
+            assert entry[key] == pytest.approx(sum(r[key] for r in answerable) / len(answerable))
+        spread = metrics[method]["seconds"]
+        seconds = sorted(r["seconds"] for r in rows[method])
+        assert seconds[0] <= spread["p50"] <= spread["p90"] <= spread["max"] == seconds[-1]
 
 
 def test_the_report_draws_the_figures_of_metrics_json(evaluated):
@@ -64,30 +70,36 @@ def test_the_report_draws_the_figures_of_metrics_json(evaluated):
     assert "http" not in html  # nothing from elsewhere
     points = [a for tag, a in parser.marks if tag == "circle"]
     for method in METHODS:
-        curve = metrics[method]["recall_by_units"]
-        assert [p["units"] for p in curve] == list(range(1, K + 1))
-        for who, key in ((method, "page_recall"), ("dense", "dense_page_recall")):
+        m = metrics[method]
+        curves = {method: list(zip(CURVE_POINTS, m["curve"]["page_recall"], strict=True))}
+        for name in BASELINES:  # the baselines' points at the method's budgets
+            values = m[f"{name}_curve"]["page_recall"]
+            curves[name] = [(n, values[n - 1]) for n in CURVE_POINTS]
+        for who, curve in curves.items():
             drawn = [p for p in points if p["data-panel"] == method and p["data-method"] == who]
+            assert [int(p["data-units"]) for p in drawn] == [n for n, _ in curve]
             assert [float(p["data-value"]) for p in drawn] == pytest.approx(
-                [c[key] for c in curve], abs=1e-6
+                [v for _, v in curve], abs=1e-6
             )
             assert [float(p["cy"]) for p in drawn] == pytest.approx(
-                [y_of(c[key]) for c in curve], abs=0.01
+                [y_of(v) for _, v in curve], abs=0.01
             )
         squares = {
             a["data-method"]: float(a["data-value"])
             for tag, a in parser.marks
             if a.get("class") == "operating-point" and a["data-panel"] == method
         }
-        assert squares == pytest.approx(  # as run, and dense asked for as many units
-            {method: metrics[method]["page_recall"], "dense": metrics[method]["dense_page_recall"]},
-            abs=1e-6,
-        )
-        bars = [a for tag, a in parser.marks if tag == "rect" and a.get("data-of") == method]
-        per_doc = metrics[method]["per_document"][PAPER]
-        assert {b["data-method"]: float(b["data-value"]) for b in bars} == pytest.approx(
-            {method: per_doc["page_recall"], "dense": per_doc["dense_page_recall"]}, abs=1e-6
-        )
+        expected = {method: m["page_recall"]} | {b: m[f"{b}_page_recall"] for b in BASELINES}
+        assert squares == pytest.approx(expected, abs=1e-6)  # as run, baselines at its units
+        bars = {
+            a["data-method"]: float(a["data-value"])
+            for tag, a in parser.marks
+            if tag == "rect" and a.get("data-of") == method
+        }
+        per_doc = m["per_document"][PAPER]
+        expected = {method: per_doc["page_recall"]}
+        expected |= {b: per_doc[f"{b}_page_recall"] for b in BASELINES}
+        assert bars == pytest.approx(expected, abs=1e-6)
         mean = next(
             a
             for tag, a in parser.marks
@@ -96,14 +108,10 @@ def test_the_report_draws_the_figures_of_metrics_json(evaluated):
             and "data-of" not in a
             and a["data-method"] == method
         )
-        assert float(mean["data-value"]) == pytest.approx(
-            metrics[method]["seconds_per_query"], abs=1e-6
-        )
+        assert float(mean["data-value"]) == pytest.approx(m["seconds_per_query"], abs=1e-6)
         ticks = {
             a["data-stat"]: float(a["data-value"])
             for tag, a in parser.marks
             if tag == "line" and a["data-method"] == method
         }
-        assert ticks == pytest.approx(
-            {k: metrics[method]["seconds"][k] for k in ("p50", "p90")}, abs=1e-6
-        )
+        assert ticks == pytest.approx({k: m["seconds"][k] for k in ("p50", "p90")}, abs=1e-6)
