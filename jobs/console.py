@@ -40,6 +40,13 @@ STAGE_LABELS = {
 PLAIN_EVERY_S = 10.0  # without a terminal, a running stage's line at most this often
 
 
+def one_line(text: Any) -> str:
+    """``text`` with its control characters (a newline in a file name) written as escapes, so
+    that a name read from the input (a file name, a PDF's title, a heading) prints as one line
+    and cannot forge the lines around it."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+
+
 class Console:
     """The output of one command. ``json_out``: results as JSON on stdout; ``quiet``: no
     progress or notes on stderr; ``verbose``: the libraries' own output shown as it comes."""

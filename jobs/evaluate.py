@@ -28,7 +28,11 @@ build made the index (``pipelines/provenance.py``) and, for PDF QA, how often a 
 back from a model to the rules. An index holding documents that another build made (other
 stage versions, models or options than this run's) is refused (exit 2, the documents and why
 printed) unless ``--stale reindex`` (re-index them first) or ``--stale allow`` (evaluate them as
-they are; the summary says so).
+they are; the summary says so). An index whose documents differ in what ran when they were
+indexed (the section filter that decided — a fallback to the rules when the learned filter's
+model could not load —, the embedder runtime, the int8 instructions:
+``provenance.mixed_runtime``) is refused after the index job (exit 2, the differences
+printed) unless ``--allow-mixed`` (the summary then says so).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.jobs.console import Console, job_parser, one_line, run_job
 from bookindex.operators.config import (
     BookindexConfig,
     ConfigError,
@@ -205,7 +209,7 @@ def check_build(
         return config, ""
     print(f"{len(stale)} document(s) of {index} were indexed by another build:", file=err)
     for uri, why in list(stale.items())[:10]:
-        print(f"  {uri}: {why}", file=err)
+        print(f"  {one_line(uri)}: {why}", file=err)
     if policy == "refuse":
         print(
             "refusing to evaluate a stale index: re-index it (bookindex index), or pass "
@@ -222,6 +226,30 @@ def check_build(
         f"**Stale index** (--stale allow): {len(stale)} document(s) were indexed by another "
         "build and evaluated as they are; these numbers are not this build's."
     )
+
+
+def check_mixed(index: Path, allow: bool, err: TextIO | None = None) -> str | None:
+    """The summary's note on an index whose documents differ in what ran when they were
+    indexed ("" when they agree); None (the differences printed to ``err``) when not
+    ``allow``."""
+    from bookindex.pipelines import provenance
+
+    err = err or sys.stderr
+    mixed = provenance.mixed_runtime(provenance.stored_builds(index))
+    if not mixed:
+        return ""
+    lines = provenance.mixed_lines(mixed)
+    print(f"the documents of {index} differ in what ran when they were indexed:", file=err)
+    for line in lines:
+        print(f"  {line}", file=err)
+    if not allow:
+        print(
+            "refusing to evaluate a mixed index: re-index it with one configuration on one kind "
+            "of machine, or pass --allow-mixed (evaluate as is)",
+            file=err,
+        )
+        return None
+    return "**Mixed index** (--allow-mixed): " + "; ".join(lines) + "."
 
 
 def markdown(metrics: dict[str, dict], corpus: str, questions: str) -> str:
@@ -276,6 +304,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an index holding documents another build made (pipelines/provenance.py): "
         "refuse (default), re-index them first, or evaluate them as they are",
     )
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="evaluate an index whose documents differ in what ran when they were indexed "
+        "(section filter, embedder runtime, int8 instructions); refused by default",
+    )
     add_config_arguments(parser)
 
 
@@ -291,7 +325,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return 2
     for path in (args.questions, args.docs or args.corpus):
         if not Path(path).exists():
-            console.error(f"no such file or directory: {path}")
+            console.error(f"no such file or directory: {one_line(path)}")
             return 2
     from bookindex.pipelines.index_pipeline import show_ray_output
 
@@ -322,6 +356,9 @@ def _evaluate(args: argparse.Namespace, config: BookindexConfig, console: Consol
         return 2
     summary = run_index([args.corpus], index, index_config, progress=console.progress)
     console.note(summary.line())
+    mixed_note = check_mixed(index, args.allow_mixed, console.err)
+    if mixed_note is None:
+        return 2
     engine = open_engine(index, config)
     started = time.perf_counter()
     engine.warm_up(methods)  # once per process: models loaded, lazy indexes built
@@ -335,7 +372,9 @@ def _evaluate(args: argparse.Namespace, config: BookindexConfig, console: Consol
     }
     metrics = {method: summarise(method_rows) for method, method_rows in rows.items()}
     report = markdown(metrics, args.corpus, args.questions)
-    report += index_notes(index, PASSAGE, methods, stale_note)
+    report += index_notes(
+        index, PASSAGE, methods, "\n\n".join(filter(None, [stale_note, mixed_note]))
+    )
     report += (
         f"\nwarm-up before the timed batches (models, walk graph, indexes): {warm_up_s:.1f} s\n"
     )
@@ -378,6 +417,9 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     pdfs = [str(Path(args.docs) / d) for d in wanted]
     summary = run_index(pdfs, index, index_config, progress=console.progress)
     console.note(summary.line())
+    mixed_note = check_mixed(index, args.allow_mixed, console.err)
+    if mixed_note is None:
+        return 2
     engine = open_engine(index, config)
     k = config.query.k if args.k is None else args.k
     baselines = Baselines(engine)  # each question's baselines, asked once for every method
@@ -389,7 +431,9 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     }
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     report = pdf_markdown(metrics, args.questions)
-    report += index_notes(index, QUERY, [*methods, "dense"], stale_note)
+    report += index_notes(
+        index, QUERY, [*methods, "dense"], "\n\n".join(filter(None, [stale_note, mixed_note]))
+    )
     write_outputs(out, rows, metrics, report, console, QUERY, args.questions)
     return 0
 

@@ -26,7 +26,7 @@ import json
 import sys
 from typing import Any
 
-from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.jobs.console import Console, job_parser, one_line, run_job
 from bookindex.operators.config import BACKENDS, ConfigError, add_config_arguments, config_from_args
 from bookindex.operators.models import ModelError
 from bookindex.operators.parsing.discovery import unusable_inputs
@@ -152,12 +152,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     data = {"index": str(args.out), **summary.counts(), "failures": summary.failures}
     console.result(summary.line(), data)
     return 1 if args.strict and summary.failures else 0
-
-
-def one_line(text: str) -> str:
-    """``text`` with its control characters (a newline in a file name) written as escapes, so
-    that one failure is one printed line."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
 
 
 if __name__ == "__main__":

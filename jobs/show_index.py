@@ -5,7 +5,9 @@
 
 Without ``--doc``: every document (title, status, pages, sections, nodes, pages read by OCR),
 the builds that made them (and how many this code and configuration would build otherwise:
-stale, re-indexed by the next ``bookindex index``), the failure rows and the TOC of the first
+stale, re-indexed by the next ``bookindex index``), whether its documents were made by
+different runs of a stage (``provenance.mixed_runtime``: the section filter that decided, the
+embedder runtime, the int8 instructions), the failure rows and the TOC of the first
 documents. With ``--doc`` (a file name, a title or a doc_id): that document's whole table of
 contents; with ``--section`` too, the nodes at those DeepRead coordinates. Reads only: a path
 without an index is an error (exit 2), and nothing is created there.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bookindex.jobs.console import Console, job_parser, run_job
+from bookindex.jobs.console import Console, job_parser, one_line, run_job
 from bookindex.operators.config import ConfigError, add_config_arguments, config_from_args
 from bookindex.pipelines import provenance
 from bookindex.pipelines.store import catalog
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def toc_lines(entries: list[dict], depth: int | None) -> list[str]:
     return [
-        f"{'  ' * e['level']}[{e['sec_id']}] {e['title'][:70]} "
+        f"{'  ' * e['level']}[{e['sec_id']}] {one_line(e['title'][:70])} "
         f"(p{e['page']}, {e['n_paragraphs']} paragraphs)"
         for e in entries
         if depth is None or e["level"] <= depth
@@ -82,7 +84,7 @@ def _document(args: argparse.Namespace, console: Console) -> int:
         nodes = catalog.section(args.index_dir, args.doc, args.section, args.para)
         lines = [
             f"{n['kind']:<8} p{n['page_start']} ¶{n['para_idx']}: "
-            + " ".join((n["title"] or n["text"] or "").split())[:200]
+            + one_line(" ".join((n["title"] or n["text"] or "").split())[:200])
             for n in nodes
         ]
         console.result("\n".join(lines), {"document": row["name"], "nodes": nodes})
@@ -91,7 +93,10 @@ def _document(args: argparse.Namespace, console: Console) -> int:
         console.error("--para needs --section")
         return 2
     entries = catalog.toc(args.index_dir, args.doc)
-    head = f"TOC of {row['title']!r} ({row['name']}, {row['n_pages']} pages; sec_id, page, paragraphs):"
+    head = (
+        f"TOC of {row['title']!r} ({one_line(row['name'])}, {row['n_pages']} pages; "
+        "sec_id, page, paragraphs):"
+    )
     text = "\n".join([head, *toc_lines(entries, args.toc_depth)])
     console.result(text, {"document": row, "toc": entries})
     return 0
@@ -101,6 +106,7 @@ def _overview(args: argparse.Namespace, console: Console, config) -> int:
     docs = catalog.documents(args.index_dir)
     builds = provenance.stored_builds(args.index_dir)
     stale = provenance.stale_documents(builds, config)
+    mixed = provenance.mixed_runtime(builds)
     by_build: dict[str | None, list[str]] = {}
     for row in builds:
         by_build.setdefault(row["build"], []).append(row["doc_id"])
@@ -118,6 +124,7 @@ def _overview(args: argparse.Namespace, console: Console, config) -> int:
                 }
                 for b, ids in by_build.items()
             ],
+            "mixed_runtime": mixed,
             "failures": failures,
         }
         console.result(data=data)
@@ -129,7 +136,8 @@ def _overview(args: argparse.Namespace, console: Console, config) -> int:
     for d in docs:
         lines.append(
             f"  {d['status']:<9} {d['n_pages'] or 0:>5} {d['n_sections'] or 0:>8} "
-            f"{d['n_nodes'] or 0:>6} {d['ocr_pages'] or 0:>4}  {(d['title'] or '')[:60]} ({d['name']})"
+            f"{d['n_nodes'] or 0:>6} {d['ocr_pages'] or 0:>4}  "
+            f"{one_line((d['title'] or '')[:60])} ({one_line(d['name'])})"
         )
     lines.append("\nBuilds (stale: this code and configuration would build them otherwise,")
     lines.append("so the next bookindex index re-indexes them):")
@@ -138,6 +146,10 @@ def _overview(args: argparse.Namespace, console: Console, config) -> int:
         lines.append(f"  {len(doc_ids)} document(s), {n_stale} stale: {provenance.describe(build)}")
         if n_stale:
             lines.append(f"    why: {stale[next(d for d in doc_ids if d in stale)]}")
+    if mixed:
+        lines.append("\nMixed index: its documents differ in what ran when they were indexed")
+        lines.append("(bookindex eval refuses it without --allow-mixed):")
+        lines += [f"  {line}" for line in provenance.mixed_lines(mixed)]
     depth = 2 if args.toc_depth is None else args.toc_depth
     for d in ok[:FIRST_DOCS]:
         lines.append(f"\nTOC of {d['title']!r} (sec_id, page, paragraphs):")
@@ -146,7 +158,7 @@ def _overview(args: argparse.Namespace, console: Console, config) -> int:
         lines.append(f"\n(bookindex show {args.index_dir} --doc NAME: the TOC of any document)")
     lines.append(f"\n{len(failures)} failure rows")
     for f in failures[:20]:
-        lines.append(f"  {f['stage']:>8}  {f['uri']}: {f['error']}")
+        lines.append(f"  {f['stage']:>8}  {one_line(f['uri'])}: {one_line(f['error'])}")
     console.result("\n".join(lines))
     return 0
 

@@ -28,10 +28,6 @@ from bookindex.pipelines.rows import ray_node_id
 if TYPE_CHECKING:
     from bookindex.operators.config import BookindexConfig
 
-# Bumped by a change to the rows this stage writes: vectors, descriptions, entity columns
-# (pipelines/provenance.py). 2: a passage's paragraph is embedded with the passage's title.
-# 3: a passage's sentence vectors are read from its paragraph's run (enrich_worker.embed_batch).
-BUILD_VERSION = 3
 WORKER = "bookindex.pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
 
 

@@ -190,6 +190,7 @@ def _run_locked(
     with driver.phase("recover") as phase:  # rows an interrupted run left uncommitted
         recovered = recovery.recover(out_dir)
         phase.update(orphans=recovered.orphans, restored=recovered.restored)
+        phase["removed_files"] = recovered.removed_files
         phase["uncreated"] = uncreated
     with driver.phase("identify") as phase:
         uris, problems, files, passages = _identify(inputs)
@@ -739,6 +740,8 @@ def _failure_rows(problems: list[Problem], doc_rows: list[dict]) -> list[dict]:
             found.append((*key, "open", row["warning"], ""))
         found += [(*key, "parse", error, "") for error in from_json(row["page_errors"])]
         found += [(*key, "sections", e, "") for e in from_json(row.get("section_errors"), [])]
+        if provenance.fell_back(row):
+            found.append((*key, "sections", f"section filter: {row['section_filter']}", ""))
         found += [(*key, "enrich", e, "") for e in from_json(row.get("enrich_errors"), [])]
     at = _now()
     names = ("uri", "doc_id", "stage", "error", "traceback_tail")

@@ -3,11 +3,11 @@
 A document's rows are a function of its bytes and of its build. The build is three parts, and
 a hash of them (``id``) is stored with the document (``documents.build``, JSON):
 
-* ``stages``: the ``BUILD_VERSION`` of every stage that writes the document's rows — ``parse``
-  (operators/parsing/parse.py) and ``structure`` (operators/structure/assemble.py) for a PDF,
-  ``passages`` (operators/structure/passages.py) for a passage, ``layout_graph``
-  (operators/graph/layout_graph.py) for both, and with enrich ``enrich`` (pipelines/enrich.py)
-  and ``entities`` (operators/graph/entities.py).
+* ``stages``: the output fingerprint (``pipelines/stage_fingerprints.py``) of every stage that
+  writes the document's rows — ``parse`` and ``structure`` for a PDF (and ``learned_filter``
+  with the learned section filter), ``passages`` for a passage, ``layout_graph`` for both, and
+  with enrich ``enrich`` and ``entities``. A fingerprint hashes what the stage writes for a
+  small fixed probe set, so a change of behaviour changes it; a test fails until it is renewed.
 * ``models``: with enrich or a generative backend, the backend and every model that writes
   rows: the embedder and the NER model with their package versions (offline), the endpoint's
   model names, or the vLLM model directory, and the sampling temperature and seed.
@@ -26,10 +26,20 @@ document that runs past one fails, and a failed document is never skipped by a l
 ``pages_per_task`` (ranges are assembled into the same tree), ``embed_device`` / thread counts
 (the same vectors).
 
-**The rule.** A commit that changes the rows a stage writes for some input bumps that stage's
-``BUILD_VERSION`` (one line beside the code). A commit that does not — a refactor, a speed-up,
-a comment, another stage, the query side — leaves it alone, so upgrading the code re-indexes
-only the documents whose rows would change: a PDF's parse bump re-indexes PDFs, not passages.
+**What ran** (``runtime``, recorded per document where its rows were made, not hashed into
+the id): the section filter that decided the headings (``learned``, ``rules``, or ``rules
+(fallback: why)`` when the learned filter's model could not load: also a failure row), the
+embedder runtime that ran (bf16 runs ONNX float32 on a CPU without native bfloat16), its
+device and, for int8, the CPU's int8 instructions. An index whose documents differ in one of
+these (``mixed_runtime``) is reported by ``bookindex show`` and refused by ``bookindex eval``
+unless ``--allow-mixed``; a document the rules indexed because the model could not load is
+stale once the learned filter loads again.
+
+**The rule.** A commit that changes the rows a stage writes changes that stage's fingerprint;
+``python -m bookindex.pipelines.stage_fingerprints --renew`` records it (the fingerprint test
+fails until then). A commit that does not — a refactor, a speed-up, a comment, another stage,
+the query side — leaves the fingerprints alone, so upgrading the code re-indexes only the
+documents whose rows would change: a PDF's parse change re-indexes PDFs, not passages.
 A different model or option changes ``models`` / ``options`` and so the id by itself.
 
 A stored document whose build id differs from the run's (or that has none: indexed before
@@ -46,16 +56,17 @@ import functools
 import hashlib
 import json
 import subprocess
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from bookindex.operators.config import BookindexConfig, ModelConfig
-from bookindex.operators.graph import entities, layout_graph
 from bookindex.operators.models.onnx_embedder import INT8_RECIPE
-from bookindex.operators.parsing import parse, probe
-from bookindex.operators.structure import assemble, passages
-from bookindex.pipelines import enrich
+from bookindex.operators.parsing import probe
+from bookindex.operators.structure.assemble import FALLBACK
+from bookindex.operators.structure.learned_filter import unavailable as learned_unavailable
+from bookindex.pipelines import stage_fingerprints
 from bookindex.pipelines.rows import from_json
 
 PDF, PASSAGE = "pdf", "passage"
@@ -81,15 +92,10 @@ def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
     """The build of a document of ``source`` (PDF or PASSAGE) under ``config``: its stages,
     models and options, ``id`` (a hash of those three) and ``code`` (not hashed)."""
     index = config.index
-    stages = (
-        {"passages": passages.BUILD_VERSION}
-        if source == PASSAGE
-        else {
-            "parse": parse.BUILD_VERSION,
-            "structure": assemble.BUILD_VERSION,
-        }
-    )
-    stages["layout_graph"] = layout_graph.BUILD_VERSION
+    written = ["passages"] if source == PASSAGE else ["parse", "structure"]
+    if source == PDF and index.section_filter == "learned":
+        written.append("learned_filter")
+    written.append("layout_graph")
     options: dict[str, Any] = {
         name: getattr(index, name) for name in ROW_OPTIONS if hasattr(index, name)
     }
@@ -101,8 +107,9 @@ def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
         if config.models.generative:  # the LLM refiner reviews the candidates in windows
             options["section_window"] = index.section_window
     if index.enrich:
-        stages.update(enrich=enrich.BUILD_VERSION, entities=entities.BUILD_VERSION)
+        written += ["enrich", "entities"]
         options["resolver"] = config.resolver.model_dump()
+    stages = {stage: stage_fingerprints.fingerprint_of(stage, source) for stage in written}
     uses_models = index.enrich or (source == PDF and config.models.generative)
     models = model_identity(config.models) if uses_models else {}
     record = {"source": source, "stages": stages, "models": models, "options": options}
@@ -170,14 +177,57 @@ def document_build(row: dict, config: BookindexConfig) -> str:
     return json.dumps(record, sort_keys=True)
 
 
+# The parts of ``runtime`` an index's documents must agree in (``mixed_runtime``).
+RUNTIME_KEYS = ("section_filter", "embed_runtime", "int8_isa")
+
+
 def with_runtime(build: str, row: dict) -> str:
-    """A document's build JSON with ``runtime``: what embedded its rows where they were made
-    (the enrich worker's ``embed_runtime``: the runtime that ran, its device, and for int8 the
-    CPU's int8 instructions), recorded for reading like ``code``, never compared."""
-    ran = from_json(row.get("embed_runtime"), None)
+    """A document's build JSON with ``runtime``: what ran where its rows were made — the
+    section filter that decided its headings (``row["section_filter"]``) and what embedded its
+    rows (the enrich worker's ``embed_runtime``: the runtime that ran, its device, and for
+    int8 the CPU's int8 instructions); not part of the id."""
+    ran = dict(from_json(row.get("embed_runtime"), None) or {})
+    if row.get("section_filter"):
+        ran["section_filter"] = row["section_filter"]
     if not ran:
         return build
     return json.dumps({**json.loads(build), "runtime": ran}, sort_keys=True)
+
+
+def fell_back(ran: dict) -> bool:
+    """Whether a row or ``runtime`` says the rules decided because the learned filter's model
+    could not load."""
+    return str(ran.get("section_filter") or "").startswith(FALLBACK)
+
+
+def runtime_of(build: str | None) -> dict:
+    """The ``runtime`` of a stored build (empty: none recorded)."""
+    try:
+        return dict(json.loads(build or "{}").get("runtime") or {})
+    except ValueError:
+        return {}
+
+
+def mixed_runtime(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """For each of ``RUNTIME_KEYS`` in which the ``ok`` documents of ``rows`` (``status``,
+    ``build``) differ: each value and how many documents ran with it."""
+    seen: dict[str, Counter] = {key: Counter() for key in RUNTIME_KEYS}
+    for row in rows:
+        if row.get("status", "ok") != "ok":
+            continue
+        ran = runtime_of(row.get("build"))
+        for key in RUNTIME_KEYS:
+            if key in ran:
+                seen[key][str(ran[key])] += 1
+    return {key: dict(found) for key, found in seen.items() if len(found) > 1}
+
+
+def mixed_lines(mixed: dict[str, dict[str, int]]) -> list[str]:
+    """One line per key of ``mixed_runtime``: its values with their document counts."""
+    return [
+        f"{key}: " + "; ".join(f"{n} document(s) {value}" for value, n in values.items())
+        for key, values in mixed.items()
+    ]
 
 
 def stale_reason(stored: str | None, expected: dict[str, Any]) -> str | None:
@@ -208,10 +258,14 @@ def stale_documents(rows: list[dict], config: BookindexConfig) -> dict[str, str]
     """``doc_id`` → why, for the stored documents (``doc_id``, ``build``) whose build is not
     the one ``config`` gives a document of their source."""
     expected = {s: build_record(config, s) for s in (PDF, PASSAGE)}
+    learned_loads = config.index.section_filter == "learned" and not learned_unavailable()
     out = {}
     for row in rows:
         source = _stored_source(row.get("build"))
         reason = stale_reason(row.get("build"), expected[source])
+        ran = runtime_of(row.get("build"))
+        if not reason and learned_loads and fell_back(ran):
+            reason = f"section filter {ran['section_filter']}; the learned filter loads now"
         if reason:
             out[row["doc_id"]] = reason
     return out
@@ -293,7 +347,9 @@ def describe(build: str | None) -> str:
     options = ", ".join(f"{k}={v}" for k, v in record.get("options", {}).items() if k != "resolver")
     code = record.get("code", {})
     commit = (code.get("commit") or "no git")[:10]
+    ran = ", ".join(f"{k}={v}" for k, v in sorted(record.get("runtime", {}).items()))
     return (
         f"build {record.get('id')} ({record.get('source')}): stages {stages}; models {models}; "
-        f"options {options}; code {commit} / rows {code.get('row_code_sha256')}"
+        f"options {options}; ran {ran or 'not recorded'}; "
+        f"code {commit} / rows {code.get('row_code_sha256')}"
     )

@@ -72,6 +72,8 @@ DOCUMENT_FIELDS = {
     "toc": "JSON list: the TOC skeleton (operators.structure.tree.toc_skeleton)",
     "page_labels": "JSON list: the printed page labels",
     "outline_used": "whether the PDF's outline shaped the headings",
+    "section_filter": "the section filter that decided the headings (operators.structure."
+    "assemble.filter_used: learned, rules, or rules (fallback: why)); empty for a passage",
     "n_sections": "section nodes",
     "n_ocr_pages": "pages read by OCR",
     "page_errors": "JSON list: pages that could not be parsed, with why",
@@ -146,6 +148,7 @@ def document_row(first: dict, page_errors: list[str]) -> dict:
     row = {k: first[k] for k in ("doc_id", "uri", "size", "n_pages", "status", "error")}
     row.update({k: first[k] for k in ("warning", "failure_stage", "traceback")})
     row.update(title="", n_nodes=0, nodes="[]", toc="[]", page_labels="[]", outline_used=False)
+    row["section_filter"] = ""
     row.update(n_sections=0, page_errors=to_json(page_errors), edges="[]", communities="{}")
     row["n_ocr_pages"] = 0
     row["stage_nodes"] = "{}"
@@ -175,6 +178,7 @@ def passage_document_row(passage: Passage) -> dict:
         "toc": to_json(toc),
         "page_labels": "[]",
         "outline_used": False,
+        "section_filter": "",
         "n_sections": 0,
         "n_ocr_pages": 0,
         "page_errors": "[]",

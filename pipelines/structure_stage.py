@@ -425,6 +425,7 @@ def _assemble_tree(
             toc=to_json(toc),
             page_labels=to_json(meta["page_labels"]),
             outline_used=facts["outline_used"],
+            section_filter=facts["section_filter"],
             n_sections=facts["n_sections"],
             n_nodes=len(nodes),
         )

@@ -17,16 +17,15 @@ The result is document-local: names are merged within the document by the resolv
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 
 from bookindex.operators import kinds
 from bookindex.operators.models import ExtractedEntity, ExtractedRelation
 
+log = logging.getLogger(__name__)
 TABLE, IMAGE, FORMULA, TABLE_HEADER, TOPIC = "TABLE", "IMAGE", "FORMULA", "TABLE_HEADER", "TOPIC"
 # Entities that stand for one object of one document: never merged across documents.
-# Bumped by a change to the entities, relations or mentions extracted here, or to
-# resolution within a document (pipelines/provenance.py).
-BUILD_VERSION = 1
 STRUCTURAL_TYPES = {TABLE, IMAGE, FORMULA}
 CONTAINED_IN = "contained_in"
 _TEXT_KINDS = (kinds.TEXT, kinds.LIST, kinds.CAPTION, kinds.SECTION)
@@ -66,7 +65,8 @@ class NodeExtraction:
 
     entities: list[LocalEntity] = field(default_factory=list)
     relations: list[LocalRelation] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # "node_id: error" for nodes that failed
+    # "node_id: error" for nodes that failed, and a failed batch call that was retried per text
+    errors: list[str] = field(default_factory=list)
 
 
 def structural_entity_id(doc_id: str, node_id: str, kind: str) -> str:
@@ -109,8 +109,9 @@ def extract_document(
     """Entities and relations of one document's nodes.
 
     ``extract_batch(texts) -> [(entities, relations), ...]`` is the backend's batched
-    extraction; an exception for the whole batch falls back to one call per node, so that a
-    node whose model answer is unusable is recorded in ``errors`` and the others still count.
+    extraction; an exception for the whole batch falls back to one call per node (recorded in
+    ``errors``), so that a node whose model answer is unusable is recorded in ``errors`` too and
+    the others still count.
     """
     out = NodeExtraction()
     by_key: dict[tuple[str, str], int] = {}
@@ -180,14 +181,13 @@ def extract_documents(
     a batch costs far less than one per document; a text that recurs is read once). Each text's
     result is the one a call per document gives (the backends read each text on its own). When
     the shared call raises, each document is extracted on its own (``extract_document``'s
-    per-node fallback records the failing nodes)."""
+    per-node fallback records the failing nodes) and the failed shared call is logged."""
     distinct = list(dict.fromkeys(node_text(n) for _, nodes, _ in documents for n in nodes))
     distinct = [t for t in distinct if t.strip()]
     try:
         found = dict(zip(distinct, extract_batch(distinct) if distinct else [], strict=True))
-    except Exception:
-        found = None
-    if found is None:
+    except Exception as exc:  # logged; a document that fails again alone records it
+        log.warning("%s", _batch_failed(exc, len(distinct), f"{len(documents)} documents"))
         return [extract_document(d, nodes, extract_batch, t) for d, nodes, t in documents]
     return [
         extract_document(d, nodes, lambda texts: [found[x] for x in texts], title)
@@ -212,8 +212,8 @@ def _extract_all(
         return []
     try:
         return list(extract_batch(texts))
-    except Exception:
-        pass
+    except Exception as exc:
+        out.errors.append(_batch_failed(exc, len(texts), "the document's batch"))
     results: list = []
     for text, node in zip(texts, nodes, strict=True):
         try:
@@ -222,3 +222,9 @@ def _extract_all(
             out.errors.append(f"{node['node_id']}: {type(exc).__name__}: {exc}"[:500])
             results.append(None)
     return results
+
+
+def _batch_failed(exc: BaseException, n_texts: int, what: str) -> str:
+    """The warning a failed batch call leaves (its texts are then extracted one by one)."""
+    problem = f"entity extraction of {what} ({n_texts} texts) failed, retried text by text"
+    return f"{problem}: {type(exc).__name__}: {exc}"[:500]

@@ -31,8 +31,6 @@ from collections.abc import Iterable
 
 from bookindex.operators.kinds import CAPTION, EDGE_WEIGHTS, FIGURE_KINDS, STRUCTURE_KINDS
 
-# Bumped by a change to the edges or communities built here (pipelines/provenance.py).
-BUILD_VERSION = 1
 WEIGHTS = EDGE_WEIGHTS
 _STRUCTURE = STRUCTURE_KINDS
 _FIGURES = FIGURE_KINDS

@@ -34,6 +34,7 @@ close to linearly up to a few hundred thousand entities (benchmarks/er_scaling.p
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import unicodedata
 from collections.abc import Callable
@@ -44,6 +45,8 @@ import numpy as np
 from bookindex.operators.config import ResolverConfig
 from bookindex.operators.graph.vector_index import VectorIndex
 from bookindex.operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA, chat
+
+log = logging.getLogger(__name__)
 
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
 STRUCTURAL = "structural entity: one object of one document"
@@ -464,15 +467,16 @@ def selection_key(name: str, candidates: list[Canonical]) -> str:
 
 def model_selector(backend) -> Selector:
     """BookRAG's LLM step: which of several selected candidates is the new entity (or -1 for
-    none), asked of ``backend`` one entity at a time. A failed call falls back to the
-    best-scoring candidate."""
+    none), asked of ``backend`` one entity at a time. A failed call lets the rule stand (the
+    best-scoring candidate; the decision's ``action`` is the rule's, not ``llm``) and is logged."""
 
-    def select(name: str, candidates: list[Canonical], scores: list[float]) -> int:
+    def select(name: str, candidates: list[Canonical], scores: list[float]) -> int | None:
         messages = selection_messages(name, candidates)
         try:
             return int(backend.complete(messages, SELECT_SCHEMA)["choice"])
-        except Exception:
-            return 0
+        except Exception as exc:
+            log.warning("entity selection failed, the rule stands: %s: %s", type(exc).__name__, exc)
+            return None
 
     return select
 

@@ -35,10 +35,6 @@ _MONO_FONT = re.compile(
     r"mono|nimbusmon|courier|consol|menlo|monaco|sourcecode|typewriter|(^|[+\-_ ])(cm|lm|t1x|ec|sf|pcr)?tt\d*($|[\-_ ,])",
     re.IGNORECASE,
 )
-# Bumped by a change to the blocks this module returns (pipelines/provenance.py: the rule).
-# 2: a heading's line cut off the paragraph it opens; 3: the first line's opening-run style
-# (``extra["lead"]``)
-BUILD_VERSION = 3
 ROW_EXTRAS = ("lead",)  # Block.extra keys that cross between stages (Block.as_row)
 _MIN_IMAGE_SIDE = 40.0  # points; smaller images are bullets, rules and logos in margins
 
@@ -524,22 +520,28 @@ def parse_pages(doc: pymupdf.Document, start: int, stop: int) -> PageRange:
 
 
 def document_metadata(doc: pymupdf.Document) -> dict:
-    """Outline (bookmarks), page labels and title of an open document."""
+    """Outline (bookmarks), page labels and title of an open document. A malformed outline or
+    page-label table is left out, not fatal, and ``problems`` says which and why (the probe
+    makes it the document's warning: a failure row of stage ``open``)."""
+    problems: list[str] = []
     try:
         outline = [(int(lvl), str(title), int(page)) for lvl, title, page in doc.get_toc()]
-    except Exception:  # a malformed outline is ignored, not fatal
+    except Exception as exc:
         outline = []
+        problems.append(f"outline unreadable, indexed without it: {type(exc).__name__}: {exc}")
     labels: list[str] = []
     try:
         if doc.get_page_labels():
             labels = _page_labels(doc)
-    except Exception:
+    except Exception as exc:
         labels = []
+        problems.append(f"page labels unreadable, left out: {type(exc).__name__}: {exc}")
     return {
         "title": (doc.metadata or {}).get("title") or "",
         "outline": outline,
         "page_labels": labels,
         "n_pages": doc.page_count,
+        "problems": [p[:300] for p in problems],
     }
 
 

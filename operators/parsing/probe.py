@@ -99,7 +99,8 @@ def probe_pdf(uri: str) -> Probe:
             scanned = image_only_pages(doc)
         except Exception as exc:
             return Probe("failed", n_pages=n_pages, error=f"corrupt PDF: {exc}")
-    warning = "damaged PDF repaired on open; content may be incomplete" if repaired else ""
+    repair = ["damaged PDF repaired on open; content may be incomplete"] if repaired else []
+    warning = "; ".join(repair + meta["problems"])
     if not has_text:
         return Probe(
             "needs_ocr",

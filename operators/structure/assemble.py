@@ -17,6 +17,7 @@ from bookindex.operators.parsing.parse import Block, document_metadata, parse_pa
 from bookindex.operators.structure.blocks import classify_blocks
 from bookindex.operators.structure.furniture import BodyStyle
 from bookindex.operators.structure.learned_filter import section_filter as learned_or_rules
+from bookindex.operators.structure.learned_filter import unavailable as learned_unavailable
 from bookindex.operators.structure.outline_filter import choose_filter
 from bookindex.operators.structure.sections import (
     Heading,
@@ -28,10 +29,6 @@ from bookindex.operators.structure.tree import build_tree, toc_skeleton
 
 if TYPE_CHECKING:
     from bookindex.operators.models import ModelBackend
-
-# Bumped by a change to the tree, TOC or document fields assembled here, including those of
-# blocks, furniture, sections, outline_filter, llm_refiner and tree (pipelines/provenance.py).
-BUILD_VERSION = 3
 
 
 @dataclass
@@ -50,6 +47,20 @@ SECTION_FILTERS = ("learned", "rules")
 # 20, README), and it keeps the generated sample books' trees (the title is the root, run-in
 # labels are not sections); index.section_filter=rules chooses the rules.
 DEFAULT_SECTION_FILTER = "learned"
+
+
+# What a document's ``section_filter`` fact starts with when the learned filter was asked for
+# and its model could not load: the rules decided (``filter_used``).
+FALLBACK = "rules (fallback: "
+
+
+def filter_used(kind: str = DEFAULT_SECTION_FILTER) -> str:
+    """The section filter that decides for ``kind`` here: "learned", "rules", or "rules
+    (fallback: why)" when the learned filter was asked for and its model file cannot load."""
+    if kind != "learned":
+        return "rules"
+    why = learned_unavailable()
+    return f"{FALLBACK}{why})" if why else "learned"
 
 
 def section_filter_for(
@@ -125,8 +136,9 @@ def assemble_document(
 ) -> tuple[list, list[dict], dict]:
     """Blocks of a whole document (in page order) → tree nodes, TOC skeleton, facts.
 
-    ``meta`` is ``operators.parsing.parse.document_metadata`` output. With a generative
-    ``backend`` the headings are refined by the model (``operators.structure.llm_refiner``) and
+    ``meta`` is ``operators.parsing.parse.document_metadata`` output; ``facts["section_filter"]``
+    names the filter that decided (``filter_used``: a fallback to the rules says why). With a
+    generative ``backend`` the headings are refined by the model (``operators.structure.llm_refiner``) and
     the facts say how many model calls failed (``section_model_errors``). With ``review``
     (``Review``), the facts hold the refiner's ``section_review``: its windows (``number``,
     ``blocks``: the candidates' block indices, ``messages``) and the reviewed candidates
@@ -145,6 +157,7 @@ def assemble_document(
         "body_font_size": body.font_size,
         "outline_used": bool(use_outline and len(meta["outline"]) >= 2),
         "n_sections": sum(n.kind == SECTION for n in nodes),
+        "section_filter": filter_used(section_filter_kind),
     }
     errors = getattr(section_filter, "errors", None)
     if errors is not None and review is None:

@@ -467,14 +467,21 @@ def load_model(path: str | Path = MODEL_PATH) -> SectionModel:
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_model(path: str) -> SectionModel | None:
+def _cached_model(path: str) -> tuple[SectionModel | None, str]:
+    """The model of the file at ``path`` and "", or None and why it cannot load (warned)."""
     try:
-        return load_model(path)
+        return load_model(path), ""
     except ModelFileError as e:
         msg = f"learned section filter unavailable, using the layout rules: {e}"
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
         log.warning(msg)
-        return None
+        return None, str(e)
+
+
+def unavailable(model_path: str | Path | None = None) -> str:
+    """Why the learned filter cannot run ("" when its model file loads): what
+    ``section_filter`` falls back to the rules for."""
+    return _cached_model(str(model_path or MODEL_PATH))[1]
 
 
 def decide_with_scores(
@@ -789,10 +796,13 @@ class LearnedSectionFilter:
 
 
 def section_filter(
-    outline: list[tuple[int, str, int]], use_outline: bool, model_path: str | Path = MODEL_PATH
+    outline: list[tuple[int, str, int]],
+    use_outline: bool,
+    model_path: str | Path | None = None,
 ) -> SectionFilter:
-    """The learned filter, or the rule filter (with a warning) when the model cannot load."""
-    model = _cached_model(str(model_path))
+    """The learned filter, or the rule filter (with a warning) when the model cannot load
+    (``unavailable`` says why). ``model_path``: default ``MODEL_PATH``, read at the call."""
+    model, _ = _cached_model(str(model_path or MODEL_PATH))
     if model is None:
         return choose_filter(outline, use_outline)
     return LearnedSectionFilter(model, use_outline)

@@ -16,8 +16,6 @@ from pathlib import Path
 from bookindex.operators.kinds import ROOT
 from bookindex.operators.structure.tree import Node, count_tokens, toc_skeleton
 
-# Bumped by a change to a passage's tree (pipelines/provenance.py).
-BUILD_VERSION = 1
 PASSAGE_SUFFIXES = (".jsonl",)
 
 

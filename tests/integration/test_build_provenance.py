@@ -2,7 +2,7 @@
 exactly the documents that build makes otherwise (or, with ``stale_build="warn"``, keeps them
 and says so); an index from before builds were recorded is re-indexed whole; ``jobs.evaluate``
 refuses a stale index. Structure only (no enrich) to keep it fast: the build options used are
-real ones (outline use, enrich), and a stage's BUILD_VERSION bump stands for a code upgrade."""
+real ones (outline use, enrich), and a renewed stage fingerprint stands for a code upgrade."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import polars as pl
 
 from bookindex.jobs import evaluate
 from bookindex.operators.config import BookindexConfig
-from bookindex.operators.structure import passages as passages_stage
+from bookindex.pipelines import stage_fingerprints
 from bookindex.pipelines.index_pipeline import run_index
 from bookindex.pipelines.store import lance_store
 from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
@@ -75,7 +75,7 @@ def test_another_build_reindexes_the_documents_it_changes(
     assert len(lance_store.read_table(out, DOCUMENTS, ["doc_id"])) == 1 + N_PASSAGES
 
     # A code upgrade of the passage stage: the passages are re-indexed, the PDF is not.
-    monkeypatch.setattr(passages_stage, "BUILD_VERSION", passages_stage.BUILD_VERSION + 1)
+    monkeypatch.setitem(stage_fingerprints.recorded(), "passages", "0" * 16)
     upgraded = run_index(inputs, out, _config(use_outline=False))
     assert (upgraded.ok, upgraded.rebuilt) == (N_PASSAGES, N_PASSAGES)
 
@@ -115,3 +115,68 @@ def test_another_build_reindexes_the_documents_it_changes(
     html = (report / "report.html").read_text()
     for k in (2, 5, 10):
         assert f'data-method="bm25" data-k="{k}" data-value="{metrics[f"recall@{k}"]:.6f}"' in html
+
+
+CHAPTER = "6-traditional-medicines-law-and-the-dis-ordering-of-temporalities.pdf"
+
+
+def _scratch_checkout(root: Path) -> Path:
+    """A copy of this checkout's code (the package links kept) to break things in."""
+    repo = Path(__file__).resolve().parents[2]
+    skip = shutil.ignore_patterns(
+        ".venv", ".git", "data", "build", "dist", "*.egg-info", "__pycache__"
+    )
+    return Path(shutil.copytree(repo, root / "scratch", symlinks=True, ignore=skip))
+
+
+def test_a_broken_section_model_is_recorded_and_the_mixed_index_refused(
+    ray_session, shared_data, tmp_path, capsys
+):
+    """The paper indexed with the committed model; then, by a scratch copy of the code whose
+    model file is corrupt, the chapter: its build says the rules decided, and why, and a
+    failure row says so; ``show`` reports the mixed index and ``eval`` refuses it."""
+    import os
+    import subprocess
+    import sys
+
+    from bookindex.jobs import show_index
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(shared_data / "mmlongbench" / "documents" / PAPER, docs / PAPER)
+    shutil.copy(shared_data / "hips" / "PDFs" / CHAPTER, docs / CHAPTER)
+    out = tmp_path / "index"
+    first = run_index([str(docs / PAPER)], out, _config())
+    assert first.ok == 1, first.failures
+
+    scratch = _scratch_checkout(tmp_path)
+    (scratch / "operators" / "structure" / "section_model.json").write_text("{not json")
+    env = dict(os.environ, RAY_ADDRESS="local", PYTHONPATH=str(scratch))
+    job = [sys.executable, "-m", "bookindex.jobs.index_corpus", str(docs), "--out", str(out)]
+    flags = ["--no-enrich", "--keep-stale", "--workers", "1"]
+    done = subprocess.run(
+        [*job, *flags], cwd=scratch, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    ran = {Path(u).name: b.get("runtime", {}) for u, b in _builds(out).items()}
+    assert ran[PAPER]["section_filter"] == "learned"
+    fell_back = ran[CHAPTER]["section_filter"]
+    assert fell_back.startswith("rules (fallback: cannot read section model ")
+    failures = lance_store.read_table(out, "failures").to_pylist()
+    assert [(Path(f["uri"]).name, f["stage"]) for f in failures] == [(CHAPTER, "sections")]
+    assert fell_back in failures[0]["error"]
+
+    assert show_index.main([str(out), "--set", "index.enrich=false"]) == 0
+    shown = capsys.readouterr().out
+    assert "Mixed index" in shown and f"1 document(s) {fell_back}" in shown
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"id": "q", "question": "what?", "answers": ["x"], "doc": PAPER})
+    )
+    argv = ["--docs", str(docs), "--questions", str(questions), "--index", str(out)]
+    argv += ["--out", str(tmp_path / "eval"), "--method", "dense", "--stale", "allow"]
+    assert evaluate.main(argv) == 2
+    assert "refusing to evaluate a mixed index" in capsys.readouterr().err
+    assert evaluate.check_mixed(out, allow=True).startswith("**Mixed index** (--allow-mixed)")

@@ -48,6 +48,7 @@ def test_the_wheel_holds_one_package_and_its_data(wheel):
         "bookindex/pipelines/viewer/static/viewer.js",
         "bookindex/pipelines/viewer/static/viewer.css",
         "bookindex/operators/view/pages.py",
+        "bookindex/pipelines/stage_fingerprints.json",
     ):
         assert needed in names, needed
     assert not any(n.startswith(("bookindex/tests", "bookindex/benchmarks")) for n in names)

@@ -3,8 +3,8 @@ ones a pass per document gives, on real MuSiQue passages read by the packaged sp
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +12,9 @@ from bookindex.operators.config import ModelConfig
 from bookindex.operators.graph.entities import extract_document, extract_documents
 from bookindex.operators.models.offline import OfflineBackend
 from bookindex.operators.structure.passages import passage_nodes, read_passages
+from tests.conftest import SHARED_DATA
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
+CORPUS = SHARED_DATA / "multihop" / "musique"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_one_pass_gives_the_per_document_entities(documents, backend) -> None:
     assert len(calls) == 1 and len(calls[0]) == len(set(calls[0])) == 40  # the copy read once
 
 
-def test_a_failing_pass_falls_back_to_each_document(documents, backend) -> None:
+def test_a_failing_pass_falls_back_to_each_document(documents, backend, caplog) -> None:
     poisoned = documents[3][1][-1]["text"]
 
     def fails_on_one(texts: list[str]):
@@ -51,8 +52,13 @@ def test_a_failing_pass_falls_back_to_each_document(documents, backend) -> None:
             raise ValueError("unreadable")
         return backend.extract_entities_batch(texts)
 
-    batched = extract_documents(documents[:6], fails_on_one)
+    with caplog.at_level(logging.WARNING, logger="bookindex.operators.graph.entities"):
+        batched = extract_documents(documents[:6], fails_on_one)
+    assert "entity extraction of 6 documents" in caplog.text and "unreadable" in caplog.text
     assert [bool(x.errors) for x in batched] == [False, False, False, True, False, False]
-    assert batched[3].errors[0].startswith(documents[3][1][-1]["node_id"])
+    # the poisoned document's own batch failed too (a warning row), then its node alone
+    first, last = batched[3].errors[0], batched[3].errors[-1]
+    assert first.startswith("entity extraction of the document's batch") and "unreadable" in first
+    assert last.startswith(documents[3][1][-1]["node_id"])
     good = extract_document(*documents[0][:2], backend.extract_entities_batch, True)
     assert batched[0] == good
