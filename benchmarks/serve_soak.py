@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         time.sleep(2)
         after = serve_memory()
-        health = httpx.get(f"{url}/health", timeout=60).json()
+        auth = {"Authorization": f"Bearer {token}"}  # the counters are behind the token
+        health = httpx.get(f"{url}/health", headers=auth, timeout=60).json()
     finally:
         serve.shutdown()
         ray.shutdown()

@@ -10,8 +10,9 @@ concurrent ``/retrieve`` and ``/query`` requests, each endpoint into one step of
                    → the answer (extractive offline), evidence with doc, page, sec_id,
                      para_idx, text and score, the plan or tool trace, timings
                      (an unknown doc is a 404, a malformed body 422)
-    GET  /health         each component (index, engine, query engine, last reload); 503
-                         unless all are ok
+    GET  /health         "ok" (200) or "failing" (503); with the bearer token, each
+                         component (index and its files, engine, query engine, last
+                         reload) and the counters
     GET  /viewer         the web viewer: corpus, heading trees, pages with their nodes'
                          boxes, questions with their evidence (pipelines/viewer, docs/viewer.md)
     POST /admin/reload   reopen the index when its ``documents`` table changed (rate-limited
@@ -26,7 +27,9 @@ refused; error bodies name the field and the problem, never the input
 (``pipelines.serve_guard``). Every string the schema accepts is valid UTF-8 (no lone
 surrogates) and ``k`` an integer (NaN and Infinity are refused).
 In a ``@serve.batch`` a query that fails is retried alone, so it fails by itself (its own 500)
-and the others in the batch are answered.
+and the others in the batch are answered; each such retry, each failed request and each answer
+in which a model step fell back to the rules is counted (``/health`` with the token) and logged.
+Without the token ``/health`` says only ``ok`` or ``failing``: no path, no error text.
 
 The methods are those of ``operators.query.registry``; the limits (k, question and query length,
 queries per request, batch size) and defaults come from the configuration's query and serve
@@ -56,7 +59,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 import ray
-from fastapi import FastAPI, Security
+from fastapi import FastAPI, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -65,10 +68,12 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from bookindex.operators.config import SECTIONS, BookindexConfig, load_config
+from bookindex.operators.query.bookrag import fallbacks
 from bookindex.operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
 from bookindex.pipelines.serve_guard import (
     GuardSettings,
     RequestGuard,
+    authorized,
     error_response,
     guard_settings,
     install_error_handlers,
@@ -344,6 +349,9 @@ class RetrievalEngine:
         self.failed_requests = 0
         if self.config.serve.viewer:  # reads the engine open now (a reload swaps it)
             _viewer = viewer_state(index_dir, lambda: self.engine.model, self.config.serve)
+        self.group_retries = 0  # @serve.batch groups that failed and were answered item by item
+        self.model_fallbacks = 0  # /query answers in which a model step fell back to the rules
+        self.damaged: list[str] = []  # the index's files that are missing or of another size
         self._reload_lock = threading.Lock()
         self._last_asked_reload = float("-inf")
         self._probes: tuple[float, dict] | None = None
@@ -393,12 +401,24 @@ class RetrievalEngine:
             return {"reloaded": False, "error": self.reload_failure["error"]}
         self.reload_failure = None
         self._probes = None
-        return {
+        self._check_files()  # reloaded or not: are the open index's files still all there?
+        out = {
             "reloaded": reloaded,
             "index_version": self.version,
             "documents": len(self.engine.model.documents),
             "load_s": round(self.load_s, 2),
         }
+        return out | ({"damaged": self.damaged[:10]} if self.damaged else {})
+
+    def _check_files(self) -> None:
+        """Whether every data file of the open index's tables is on disk with its recorded
+        size (``store.integrity.damaged_files``); the problems for /health, logged once."""
+        from bookindex.pipelines.store.integrity import damaged_files
+
+        found = damaged_files(self.index_dir)
+        if found and found != self.damaged:
+            logging.getLogger("ray.serve").error("index files damaged: %s", "; ".join(found[:5]))
+        self.damaged = found
 
     def _watch(self, interval_s: float) -> None:
         while True:
@@ -415,10 +435,23 @@ class RetrievalEngine:
         self.max_query_batch = max(self.max_query_batch, len(requests))
         engine = self.engine
         try:
-            return await asyncio.to_thread(engine.answer_many, requests)
+            answers = await asyncio.to_thread(engine.answer_many, requests)
         except Exception:
+            self.group_retries += 1
             logging.getLogger("ray.serve").exception("query batch failed; answering alone")
-        return [await self._query_alone(engine, request) for request in requests]
+            answers = [await self._query_alone(engine, request) for request in requests]
+        for answer in answers:
+            self._count_fallbacks(answer)
+        return answers
+
+    def _count_fallbacks(self, answer: dict) -> None:
+        """An answer in which a model step failed and the rules answered: counted and logged."""
+        steps = [f["step"] for f in fallbacks(answer.get("trace") or [])]
+        if steps:
+            self.model_fallbacks += 1
+            logging.getLogger("ray.serve").warning(
+                "a model step fell back to the rules (%s)", ", ".join(steps)
+            )
 
     async def _query_alone(self, engine, request: dict) -> dict:
         try:
@@ -456,6 +489,13 @@ class RetrievalEngine:
         except Exception as exc:
             if len(picked) == 1:
                 return [self._failed(exc, 1)]
+            self.group_retries += 1
+            logging.getLogger("ray.serve").warning(
+                "retrieval group of %d (%s) failed, answering item by item: %s",
+                len(picked),
+                method,
+                _problem(exc),
+            )
         results = []
         for i in picked:
             try:
@@ -520,15 +560,20 @@ class RetrievalEngine:
         return _json(result)
 
     @api.get("/health")
-    async def health_http(self):
-        """Each component's state; 503 unless every one is ok (also when the engine does not
-        answer within 30 s)."""
+    async def health_http(self, request: Request):
+        """The status, "ok" (200) or "failing" (503, also when the engine does not answer
+        within 30 s); each component's state and the counters only to a caller with the bearer
+        token (with ``serve.auth`` off: a client on this machine), since they hold the index's
+        path and error text."""
         try:
             report = await asyncio.wait_for(self.health(), timeout=30)
         except Exception as exc:
             engine = {"status": "failing", "error": f"no answer: {type(exc).__name__}"}
             report = {"status": "failing", "components": {"engine": engine}}
-        return JSONResponse(status_code=200 if report["status"] == "ok" else 503, content=report)
+        code = 200 if report["status"] == "ok" else 503
+        if _guard is None or not authorized(request.scope, _guard):
+            report = {"status": report["status"]}
+        return JSONResponse(status_code=code, content=report)
 
     @api.post("/admin/reload", dependencies=BEARER)
     async def reload_http(self, force: bool = False):
@@ -552,6 +597,7 @@ class RetrievalEngine:
         engine = self.engine
         now = time.monotonic()
         if self._probes is None or now - self._probes[0] > self.config.serve.health_cache_s:
+            await asyncio.to_thread(self._check_files)
             self._probes = (now, await asyncio.to_thread(_probe, engine))
         components = dict(self._probes[1])
         try:
@@ -561,6 +607,8 @@ class RetrievalEngine:
                 index["note"] = "a newer commit is not loaded yet (POST /admin/reload)"
         except Exception as exc:
             index = {"status": "failing", "version": self.version, "error": _problem(exc)}
+        if self.damaged:
+            index.update(status="failing", damaged=self.damaged[:10])
         index["documents"] = len(engine.model.documents)
         components["index"] = index
         components["reload"] = (
@@ -582,6 +630,8 @@ class RetrievalEngine:
             "batches": self.batches,
             "max_batch": self.max_batch,
             "failed_requests": self.failed_requests,
+            "group_retries": self.group_retries,
+            "model_fallbacks": self.model_fallbacks,
             "query_batches": self.query_batches,
             "max_query_batch": self.max_query_batch,
             "index_version": self.version,

@@ -147,6 +147,13 @@ class RequestGuard:
         await self.app(scope, _replay(body, receive), send)
 
 
+def authorized(scope: dict, settings: GuardSettings) -> bool:
+    """Whether the request of ``scope`` passes the check the guarded paths get: the bearer
+    token, or with ``auth`` off a client on this machine (``/health`` shows its details to
+    such a caller only)."""
+    return _refusal(scope, settings) is None
+
+
 def _refusal(scope: dict, settings: GuardSettings) -> tuple[int, str, dict] | None:
     if settings.auth == "off":
         client = scope.get("client")

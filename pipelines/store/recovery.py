@@ -19,9 +19,11 @@ and appends the ``documents`` rows last. So:
 Every Lance write is itself atomic (a new version becomes visible in one manifest commit), so a
 reader sees a table either before or after a write, never half of it. A job killed during the
 *first* write of a table leaves a table directory without any manifest (data files only):
-``remove_uncommitted_tables`` removes it. One indexing job at a time per index: every job holds
-the index lock (``index_lock.py``) while it recovers and writes, so the rows ``recover`` deletes
-are always a dead job's.
+``remove_uncommitted_tables`` removes it. A job killed after its tasks wrote a table's data
+files (``store/fragments.py``) and before the driver committed them leaves files no version
+references: ``recover`` removes them (``remove_unreferenced_files``, every version kept). One indexing job at a time per index: every job holds the index lock
+(``index_lock.py``) while it recovers and writes, so the rows and files ``recover`` deletes are
+always a dead job's.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ COMMIT_TAG = "committed"
 class Recovery:
     orphans: dict[str, int] = field(default_factory=dict)  # table → rows deleted
     restored: dict[str, int] = field(default_factory=dict)  # table → version restored
+    removed_files: dict[str, int] = field(default_factory=dict)  # table → unreferenced files
 
     @property
     def interrupted(self) -> bool:
@@ -126,7 +129,40 @@ def recover(index_dir: str | Path) -> Recovery:
                 result.restored[table] = version
     else:  # consistent: whatever is there now is committed (a kill after the documents append)
         mark_committed(index_dir)
+    result.removed_files = remove_unreferenced_files(index_dir)
     return result
+
+
+def remove_unreferenced_files(index_dir: str | Path) -> dict[str, int]:
+    """Delete each table's data and deletion files that no version of it references (a killed
+    job's uncommitted writes, which no reader sees), keeping every version; table → files
+    removed. Lance's ``cleanup_old_versions`` does not fit: it removes old versions and their
+    files, and in pylance 4.0 leaves a file no version ever referenced even with
+    ``delete_unverified``. Safe only while no other process writes the index: call it under
+    the index lock."""
+    removed = {}
+    for table in TABLES:
+        if not lance_store.exists(index_dir, table):
+            continue
+        path = Path(lance_store.table_path(index_dir, table))
+        referenced: set[str] = set()
+        for version in lance.dataset(str(path)).versions():
+            for fragment in lance.dataset(str(path), version=version["version"]).get_fragments():
+                referenced.update(f"data/{f.path}" for f in fragment.data_files())
+                if fragment.deletion_file():
+                    referenced.add(fragment.deletion_file())
+        stray = [
+            file
+            for folder in ("data", "_deletions")
+            if (path / folder).is_dir()
+            for file in (path / folder).iterdir()
+            if file.is_file() and f"{folder}/{file.name}" not in referenced
+        ]
+        for file in stray:
+            file.unlink()
+        if stray:
+            removed[table] = len(stray)
+    return removed
 
 
 def remove_uncommitted_tables(index_dir: str | Path) -> list[str]:

@@ -272,6 +272,33 @@ def test_c_uncommitted_rows_are_invisible_and_removed_by_recovery(tmp_path):
     assert not again.interrupted and not again.restored
 
 
+def test_c_uncommitted_data_files_are_removed_by_recovery(tmp_path):
+    """A job killed after its tasks wrote a fragment and before the driver committed it
+    (store/fragments.py) leaves a data file no version references: recovery deletes it and
+    nothing else; every version still reads as before."""
+    from lance.fragment import LanceFragment
+
+    out = tmp_path / "index"
+    _write(out, NODES, [{"doc_id": "d1", "node_id": "d1:0", "kind": "root"}])
+    _write(out, DOCUMENTS, [{"doc_id": "d1", "uri": "d1.pdf", "status": "ok"}])
+    _write(out, NODES, [{"doc_id": "d1", "node_id": "d1:1", "kind": "text"}])
+    path = Path(lance_store.table_path(out, NODES))
+    committed = sorted(f.name for f in (path / "data").iterdir())
+    rows = pa.Table.from_pylist(
+        [{"doc_id": "d2", "node_id": "d2:0", "kind": "root"}], schema=schema_for(NODES, 384)
+    )
+    LanceFragment.create(str(path), rows)  # written, never committed
+    assert len(list((path / "data").iterdir())) == len(committed) + 1
+    before = {v["version"]: lance.dataset(str(path), version=v["version"]).to_table()
+              for v in lance.dataset(str(path)).versions()}  # fmt: skip
+    found = recovery.recover(out)
+    assert found.removed_files == {NODES: 1} and not found.interrupted
+    assert sorted(f.name for f in (path / "data").iterdir()) == committed
+    for version, table in before.items():
+        assert lance.dataset(str(path), version=version).to_table().equals(table)
+    assert recovery.recover(out).removed_files == {}
+
+
 def test_c_first_run_interrupted_leaves_nothing_visible(tmp_path):
     out = tmp_path / "index"
     _write(out, NODES, [{"doc_id": "d1", "node_id": "d1:0", "kind": "root"}])

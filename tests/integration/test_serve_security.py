@@ -138,6 +138,7 @@ def test_a_poisoned_query_fails_alone_inside_its_batch(served):
             break
     else:
         pytest.fail("the poisoned query never shared a batch with valid ones")
+    assert client.get("/health", headers=AUTH).json()["group_retries"] >= 1  # counted (and logged)
     raw = json.dumps({"query": "film \ud800"}).encode()
     headers = {**AUTH, "Content-Type": "application/json"}
     over_http = client.post("/retrieve", content=raw, headers=headers)
@@ -188,9 +189,41 @@ def test_bodies_are_bounded_and_errors_never_echo_the_input(served):
     assert "d" * 100 not in missing.text and missing.json()["detail"][0]["loc"] == ["body", "doc"]
 
 
+def test_health_without_the_token_says_ok_or_failing_and_nothing_else(served):
+    client, index = served
+    for headers in ({}, {"Authorization": "Bearer " + "w" * 24}):
+        bare = client.get("/health", headers=headers)
+        assert bare.status_code == 200 and bare.json() == {"status": "ok"}, bare.text
+    full = client.get("/health", headers=AUTH).json()
+    assert full["index"] == str(index) and set(full["components"]) >= {"index", "engine"}
+
+
+def test_damaged_data_files_are_noticed_without_a_forced_reload(served):
+    """A data file of the open index removed on disk: a non-forced reload (nothing new is
+    committed) and /health both notice it; only the token shows which file."""
+    client, index = served
+    data = sorted((index / "nodes.lance" / "data").iterdir())[0]
+    aside = index.parent / "nodes-data.aside"
+    shutil.move(data, aside)
+    missing = [f"nodes: {data.name} is missing"]
+    try:
+        time.sleep(RELOAD_GAP_S)
+        reload = client.post("/admin/reload", headers=AUTH)
+        assert reload.status_code == 200, reload.text
+        assert reload.json()["reloaded"] is False and reload.json()["damaged"] == missing
+        bare = client.get("/health")
+        assert bare.status_code == 503 and bare.json() == {"status": "failing"}, bare.text
+        detail = client.get("/health", headers=AUTH).json()["components"]["index"]
+        assert detail["status"] == "failing" and detail["damaged"] == missing
+    finally:
+        shutil.move(aside, data)
+    healed = client.get("/health")
+    assert healed.status_code == 200 and healed.json() == {"status": "ok"}, healed.text
+
+
 def test_health_reports_each_component_and_a_failed_reload(served):
     client, index = served
-    health = client.get("/health")
+    health = client.get("/health", headers=AUTH)
     assert health.status_code == 200, health.text
     report = health.json()
     assert report["status"] == "ok"
@@ -207,9 +240,10 @@ def test_health_reports_each_component_and_a_failed_reload(served):
         time.sleep(RELOAD_GAP_S)
         failed = client.post("/admin/reload", params={"force": True}, headers=AUTH)
         assert failed.status_code == 503 and failed.json()["error"], failed.text
-        health = client.get("/health")
+        health = client.get("/health", headers=AUTH)
         assert health.status_code == 503, health.text
         report = health.json()
+        assert client.get("/health").json() == {"status": "failing"}  # no error text, no path
         assert report["status"] == "failing"
         assert report["components"]["reload"]["status"] == "failing"
         assert report["components"]["index"]["status"] == "failing"
