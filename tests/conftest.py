@@ -1,22 +1,49 @@
-"""Shared fixtures: the shared data directory, one Ray session, the sample corpus and its
-index."""
+"""Shared fixtures: the shared data directory, one Ray session, the sample corpus and
+its index.
+
+Outside CI a test whose shared data is missing skips (``missing_shared_data``). Under CI
+(``CI=true``) a run without the data is no test of the code: the session stops at once with
+one message naming the folder and what is missing, and a test that still finds a file
+missing fails instead of skipping."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("BOOKINDEX_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = Path(os.environ.get("BOOKINDEX_SHARED_DATA") or REPO.parent / "shared" / "data")
+IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+# The shared data's folders the tests read (../shared/data/README.md).
+NEEDED = ("hips", "hips_extra", "mmlongbench", "multihop", "docugami", "syllabusqa", "pdf_fixtures")
+
+
+def missing_shared_data(reason: str) -> NoReturn:
+    """Skip the test for data missing from the shared data directory; fail it under CI."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: the shared data must be there)", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = [name for name in NEEDED if not (SHARED_DATA / name).is_dir()]
+    if IN_CI and missing:
+        pytest.exit(
+            f"CI=true and the shared data at {SHARED_DATA} lacks {', '.join(missing)}: "
+            "the tests that read it would be skipped. Put ../shared/data beside the "
+            "checkout or set BOOKINDEX_SHARED_DATA to it.",
+            returncode=1,
+        )
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA} (set BOOKINDEX_SHARED_DATA)")
+        missing_shared_data(f"shared data not found at {SHARED_DATA} (set BOOKINDEX_SHARED_DATA)")
     return SHARED_DATA
 
 
@@ -25,7 +52,7 @@ def hotpot(shared_data) -> dict[str, dict]:
     """The HotpotQA passages by id."""
     path = shared_data / "multihop" / "hotpotqa" / "corpus.jsonl"
     if not path.is_file():
-        pytest.skip(f"{path} not found")
+        missing_shared_data(f"{path} not found")
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 

@@ -18,6 +18,7 @@ from bookindex.operators.eval.heading_gold import (
     shared_data_dir,
     title_similarity,
 )
+from tests.conftest import missing_shared_data
 
 DATA = shared_data_dir()
 HIPS = DATA / "hips"
@@ -225,7 +226,7 @@ def test_real_hips_gold_parses():
     stem = "a-kind-of-mending-restorative-justice-in-the-pacific-islands"
     path = HIPS / "GT_TOCs" / f"{stem}.toc"
     if not path.exists():
-        pytest.skip(f"{path} missing")
+        missing_shared_data(f"{path} missing")
     n_lines = sum(1 for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip())
     gold = load_hips_gold(stem)
     assert len(gold) == n_lines

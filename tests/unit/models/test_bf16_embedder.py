@@ -5,7 +5,6 @@ bfloat16, everything else in float32."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from bookindex.operators.config import ModelConfig
 from bookindex.operators.models import offline
 from bookindex.operators.models.bf16_embedder import Bf16Embedder
 from bookindex.operators.models.offline import OfflineBackend, embedding_model_path
+from tests.conftest import SHARED_DATA
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
+CORPUS = SHARED_DATA / "multihop" / "musique"
 
 
 @pytest.fixture(scope="module")

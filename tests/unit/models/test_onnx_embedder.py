@@ -18,8 +18,9 @@ from bookindex.operators.models.onnx_embedder import (
     length_batches,
     smooth_layer_norms,
 )
+from tests.conftest import SHARED_DATA
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "hotpotqa"
+CORPUS = SHARED_DATA / "multihop" / "hotpotqa"
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,15 @@ senter."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import spacy
 
 from bookindex.operators.config import ModelConfig
 from bookindex.operators.models.offline import OfflineBackend, _entities_of
 from bookindex.operators.structure.passages import read_passages
+from tests.conftest import SHARED_DATA
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "data" / "multihop" / "musique"
+CORPUS = SHARED_DATA / "multihop" / "musique"
 
 
 @pytest.fixture(scope="module")

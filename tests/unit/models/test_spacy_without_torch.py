@@ -11,9 +11,10 @@ from pathlib import Path
 
 from bookindex.operators.config import ModelConfig
 from bookindex.operators.models.offline import spacy_needs_torch
+from tests.conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT.parent / "shared" / "data" / "multihop" / "musique" / "corpus.jsonl"
+CORPUS = SHARED_DATA / "multihop" / "musique" / "corpus.jsonl"
 
 _SCRIPT = """
 import dataclasses, json, sys

@@ -10,12 +10,13 @@ import pymupdf
 import pytest
 
 from bookindex.operators.parsing.parse import heading_line, parse_pages
+from tests.conftest import missing_shared_data
 
 
 def _page_blocks(shared_data: Path, corpus: str, prefix: str, page: int):
     found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
     if not found:
-        pytest.skip(f"{corpus} book {prefix} missing from the shared data")
+        missing_shared_data(f"{corpus} book {prefix} missing from the shared data")
     with pymupdf.open(str(found[0])) as doc:
         return parse_pages(doc, page - 1, page).blocks
 

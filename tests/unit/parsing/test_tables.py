@@ -10,6 +10,7 @@ from bookindex.operators.kinds import TABLE
 from bookindex.operators.parsing.parse import _table_blocks
 from bookindex.operators.parsing.ruled_tables import find_ruled_tables, page_rulings, sorted_words
 from bookindex.operators.parsing.tables import table_grid
+from tests.conftest import missing_shared_data
 
 PAPER = "mmlongbench/documents/2303.05039v2.pdf"
 MANUAL = "mmlongbench/documents/User_Manual_1500S_Classic_EN.pdf"
@@ -24,7 +25,7 @@ def open_page(shared_data):
     def page(rel: str, number: int) -> pymupdf.Page:
         path = shared_data / rel
         if not path.is_file():
-            pytest.skip(f"{rel} not in the shared data")
+            missing_shared_data(f"{rel} not in the shared data")
         if rel not in docs:
             docs[rel] = pymupdf.open(path)
         return docs[rel][number - 1]

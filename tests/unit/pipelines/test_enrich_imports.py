@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import SHARED_DATA
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -44,7 +46,7 @@ def test_the_enrich_worker_imports_no_pdf_stack_and_no_query_side() -> None:
     from bookindex.pipelines.er_selection import _requests  # noqa: F401
     from bookindex.pipelines.rows import passage_document_row
 
-    corpus = ROOT.parent / "shared" / "data" / "multihop" / "musique" / "corpus.jsonl"
+    corpus = SHARED_DATA / "multihop" / "musique" / "corpus.jsonl"
     row = passage_document_row(read_passages(str(corpus))[0])
     assert row["n_nodes"] == 2 and row["source"] == "passage"
 

@@ -24,7 +24,7 @@ from bookindex.pipelines.store.schemas import (
     nodes_schema,
 )
 from bookindex.pipelines.structure_stage import index_documents, probe_document
-from tests.conftest import PAPER
+from tests.conftest import PAPER, missing_shared_data
 
 WIDTH = 384
 SECOND = "2310.07609v1.pdf"  # another MMLongBench paper
@@ -37,7 +37,7 @@ def blocks(shared_data) -> list[pa.Table]:
     for name in (PAPER, SECOND):
         path = shared_data / "mmlongbench" / "documents" / name
         if not path.exists():
-            pytest.skip(f"no {name} in the shared data")
+            missing_shared_data(f"no {name} in the shared data")
         f = identify([str(path)])[0]
         probed = probe_document({"doc_id": f.doc_id, "uri": f.uri, "size": f.size})
         whole = pa.Table.from_pylist([dict(probed, start=0, stop=probed["n_pages"])])

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pymupdf
-import pytest
 
 from bookindex.operators.parsing.parse import parse_pages
 from bookindex.operators.structure.blocks import classify_blocks
@@ -22,6 +21,7 @@ from bookindex.operators.structure.sections import (
     SectionContext,
     candidates_of,
 )
+from tests.conftest import missing_shared_data
 from tests.unit.structure.test_heading_rules import _mmlongbench
 
 
@@ -55,7 +55,7 @@ def test_running_heads_with_a_page_number_repeat_at_the_same_height(shared_data)
     and "I. Introduction" does not repeat."""
     pdfs = sorted((shared_data / "hips_extra" / "PDFs").glob("consumer-data-protection*.pdf"))
     if not pdfs:
-        pytest.skip("consumer-data book not in the shared data")
+        missing_shared_data("consumer-data book not in the shared data")
     members, x = _features(pdfs[0], 18, 32)
     same_y = FEATURE_NAMES.index("repeat_same_y")
     near = FEATURE_NAMES.index("repeat_near")
@@ -69,7 +69,7 @@ def test_running_heads_with_a_page_number_repeat_at_the_same_height(shared_data)
 def _book(shared_data: Path, prefix: str) -> Path:
     pdfs = sorted((shared_data / "hips_extra" / "PDFs").glob(f"{prefix}*.pdf"))
     if not pdfs:
-        pytest.skip(f"{prefix} book not in the shared data")
+        missing_shared_data(f"{prefix} book not in the shared data")
     return pdfs[0]
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import pytest
-
 from bookindex.operators.eval.heading_gold import load_hips_gold, score
 from bookindex.operators.structure.assemble import extract_headings as _extract
+from tests.conftest import missing_shared_data
 
 
 def extract_headings(pdf: str, use_outline: bool = True) -> list[tuple[int, str, int]]:
@@ -21,7 +20,7 @@ def extract_headings(pdf: str, use_outline: bool = True) -> list[tuple[int, str,
 def _book(shared_data: Path, prefix: str) -> Path:
     found = sorted((shared_data / "hips" / "PDFs").glob(f"{prefix}*.pdf"))
     if not found:
-        pytest.skip(f"HiPS book {prefix} missing from the shared data")
+        missing_shared_data(f"HiPS book {prefix} missing from the shared data")
     return found[0]
 
 
@@ -143,7 +142,7 @@ def test_title_and_series_pages_before_the_contents_are_not_sections(shared_data
 def _mmlongbench(shared_data: Path, name: str) -> Path:
     pdf = shared_data / "mmlongbench" / "documents" / name
     if not pdf.exists():
-        pytest.skip(f"{name} missing from the shared data")
+        missing_shared_data(f"{name} missing from the shared data")
     return pdf
 
 
@@ -279,7 +278,7 @@ def test_cells_side_by_side_are_not_joined_into_a_title(shared_data):
     # sit side by side: they are not the two lines of one title.
     pdf = next((shared_data / "docugami").rglob("2017-annual-performance-report.pdf"), None)
     if pdf is None:
-        pytest.skip("2017-annual-performance-report.pdf missing from the shared data")
+        missing_shared_data("2017-annual-performance-report.pdf missing from the shared data")
     on_page_20 = [h[1] for h in _layout_headings(pdf) if h[2] == 20]
     assert not any(t.startswith(("Performance FY 2013", "Table Perf")) for t in on_page_20)
 

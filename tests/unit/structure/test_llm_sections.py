@@ -19,6 +19,7 @@ from bookindex.operators.structure.assemble import assemble_document, structure_
 from bookindex.operators.structure.llm_refiner import LLMSectionFilter
 from bookindex.operators.structure.outline_filter import OutlineSectionFilter, choose_filter
 from bookindex.operators.structure.sections import LayoutSectionFilter
+from tests.conftest import missing_shared_data
 from tests.fakes import FakeOpenAI
 
 
@@ -30,7 +31,7 @@ def book(shared_data):
 
     pdfs = sorted((shared_data / "hips" / "PDFs").glob("*.pdf"))
     if not pdfs:
-        pytest.skip("no HiPS PDFs in the shared data")
+        missing_shared_data("no HiPS PDFs in the shared data")
     with pymupdf.open(str(pdfs[0])) as doc:
         meta = document_metadata(doc)
         blocks = parse_pages(doc, 0, doc.page_count).blocks

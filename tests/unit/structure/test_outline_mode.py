@@ -21,6 +21,7 @@ from bookindex.operators.structure.sections import (
     carried_entries,
     carried_title,
 )
+from tests.conftest import missing_shared_data
 from tests.unit.structure.test_learned_filter import _hips_pdf
 
 
@@ -110,7 +111,7 @@ def test_an_entry_the_locator_missed_is_the_heading_that_carries_it_not_a_second
     stop 9's CV)."""
     found = sorted((shared_data / "hips_extra" / "PDFs").glob("the-principle-of-purpose*.pdf"))
     if not found:
-        pytest.skip("purpose-limitation missing from the shared data")
+        missing_shared_data("purpose-limitation missing from the shared data")
     headings = extract_headings(str(found[0]), use_outline=True)
     key = [h for h in headings if "Key Elements for the entrepreneurial" in h[1]]
     assert len(key) == 1 and key[0][0] == 4
@@ -129,7 +130,7 @@ def test_an_entry_whose_label_and_number_differ_from_the_page_is_the_heading_it_
     level 1, not a second copy (four copies outline on in stop 15's CV)."""
     found = sorted((shared_data / "hips" / "PDFs").glob("women-and-the-un*.pdf"))
     if not found:
-        pytest.skip("women-and-the-un missing from the shared data")
+        missing_shared_data("women-and-the-un missing from the shared data")
     headings = extract_headings(str(found[0]), use_outline=True)
     for page, words in ((28, "From women’s rights to human rights"), (66, "Excavating hidden")):
         chapter = [h for h in headings if h[2] == page and words in h[1]]
@@ -160,7 +161,7 @@ def test_a_bookmark_naming_a_heading_by_its_start_or_in_full_is_that_heading(sha
     third pass), not the bookmark's label as a second heading."""
     found = sorted((shared_data / "hips_extra" / "PDFs").glob("boats-to-burn*.pdf"))
     if not found:
-        pytest.skip("boats-to-burn missing from the shared data")
+        missing_shared_data("boats-to-burn missing from the shared data")
     headings = extract_headings(str(found[0]), use_outline=True)
     for label in ("Appendix A", "Appendix B", "Appendix C"):
         named = [h for h in headings if h[1].startswith(label)]
@@ -186,7 +187,7 @@ def _structured(shared_data, corpus: str, prefix: str, first: int, last: int, se
     unless ``section_filter``); skips when the book is missing."""
     found = sorted((shared_data / corpus / "PDFs").glob(f"{prefix}*.pdf"))
     if not found:
-        pytest.skip(f"{prefix} missing from the shared data")
+        missing_shared_data(f"{prefix} missing from the shared data")
     with pymupdf.open(str(found[0])) as doc:
         meta = document_metadata(doc)
         blocks = parse_pages(doc, first, last).blocks

@@ -13,12 +13,13 @@ import pytest
 from bookindex.operators.eval.heading_gold import parse_toc_file
 from bookindex.operators.kinds import MAX_LEVEL
 from bookindex.operators.structure.part_levels import nest_in_parts, part_number
+from tests.conftest import missing_shared_data
 
 
 def _gold(shared_data: Path, corpus: str, prefix: str) -> list[tuple[int, str, int]]:
     found = sorted((shared_data / corpus / "GT_TOCs").glob(f"{prefix}*"))
     if not found:
-        pytest.skip(f"{corpus} gold {prefix} missing from the shared data")
+        missing_shared_data(f"{corpus} gold {prefix} missing from the shared data")
     return parse_toc_file(found[0])
 
 

@@ -16,6 +16,7 @@ from bookindex.operators.structure.learned_filter import (
     recurring_matter,
 )
 from bookindex.operators.structure.sections import Decision
+from tests.conftest import missing_shared_data
 
 COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
@@ -61,7 +62,27 @@ def test_recurring_matter_names_the_rows_the_rules_keep_off_the_contents():
     assert recurring_matter(np.zeros((0, len(FEATURE_NAMES)))).shape == (0,)
 
 
-def test_the_committed_model_keeps_a_recurring_notes_heading_in_small_type():
+BOOK = "access-controlled-the-shaping-of-power-rights-and-rule-in-cyberspace"
+
+
+def test_the_committed_model_keeps_a_recurring_notes_heading_in_small_type(shared_data):
+    """The book itself: the indexer with the committed model keeps every one of its 40
+    chapters' "Notes" headings (set in the endnotes' small type), on the gold's pages, outline
+    on and off."""
+    from bookindex.operators.eval.heading_gold import load_hips_gold
+    from bookindex.operators.structure.assemble import extract_headings
+
+    pdf = shared_data / "hips" / "PDFs" / f"{BOOK}.pdf"
+    if not pdf.is_file():
+        missing_shared_data(f"{BOOK} missing from the shared data")
+    gold = sorted(page for _, title, page in load_hips_gold(BOOK) if title == "Notes")
+    assert len(gold) == 40
+    for use_outline in (True, False):
+        found = extract_headings(str(pdf), use_outline=use_outline)
+        assert sorted(page for _, title, page in found if title == "Notes") == gold
+
+
+def test_recurring_matter_rows_score_one_in_both_stages_whatever_the_trees_say():
     model = load_model(MODEL_PATH).on
     x = np.vstack([_notes_row(), _notes_row(same_text_count=1)])
     layout = [Decision(6, "style"), Decision(6, "style")]

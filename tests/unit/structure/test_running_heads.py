@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pymupdf
-import pytest
 
 from bookindex.operators.kinds import HEADER, TEXT
 from bookindex.operators.parsing.parse import parse_pages
 from bookindex.operators.structure.furniture import mark_headers_footers
+from tests.conftest import missing_shared_data
 
 
 def _marked(
@@ -19,7 +19,7 @@ def _marked(
 ):
     found = sorted((shared_data / corpus / folder).glob(f"{prefix}*.pdf"))
     if not found:
-        pytest.skip(f"{corpus} document {prefix} missing from the shared data")
+        missing_shared_data(f"{corpus} document {prefix} missing from the shared data")
     with pymupdf.open(str(found[0])) as doc:
         last = last or doc.page_count
         blocks = parse_pages(doc, first - 1, last).blocks
