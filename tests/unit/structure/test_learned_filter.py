@@ -8,13 +8,16 @@ import copy
 import json
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
 from bookindex.operators.structure import learned_filter
-from bookindex.operators.structure.assemble import extract_headings, structure_blocks
+from bookindex.operators.structure.assemble import (
+    extract_headings,
+    filter_used,
+    structure_blocks,
+)
 from bookindex.operators.structure.learned_filter import (
     MODEL_PATH,
     LearnedSectionFilter,
@@ -23,6 +26,7 @@ from bookindex.operators.structure.learned_filter import (
 )
 from bookindex.operators.structure.llm_refiner import LLMSectionFilter
 from bookindex.operators.structure.sections import LayoutSectionFilter
+from tests.conftest import missing_shared_data
 from tests.fakes import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,7 +36,7 @@ SMALL_BOOKS = ("6-traditional-medicines", "aegis-or-achilles-heel")
 def _hips_pdf(shared_data: Path, prefix: str) -> Path:
     pdfs = sorted((shared_data / "hips" / "PDFs").glob(f"{prefix}*.pdf"))
     if not pdfs:
-        pytest.skip(f"no HiPS book {prefix}* in the shared data")
+        missing_shared_data(f"no HiPS book {prefix}* in the shared data")
     return pdfs[0]
 
 
@@ -194,13 +198,42 @@ print(len(headings))
     assert out.returncode == 0, out.stderr[-3000:]
 
 
-def test_committed_model_records_its_training_data():
+def test_committed_model_records_its_training_data(shared_data):
+    """The model file names every labelled book of the shared data (``hips`` and
+    ``hips_extra``), each by the sha256 of its PDF and of its gold table of contents as they
+    are on disk, and nothing else; its CV record scores those books' gold headings."""
+    import hashlib
+
+    from benchmarks.section_data import LABELLED_CORPORA
+
     data = json.loads(MODEL_PATH.read_text())
-    books = data["training"]["books"]
-    assert len(books) >= 20
-    assert all(len(b["pdf_sha256"]) == 64 and len(b["gold_sha256"]) == 64 for b in books)
-    cv = data["training"]["cv"]
-    assert cv["pooled"]["learned-outline"]["f1"] > 0
+    books = {(b["corpus"], b["name"]): b for b in data["training"]["books"]}
+    on_disk = {
+        (corpus, pdf.stem): pdf
+        for corpus in LABELLED_CORPORA
+        for pdf in sorted((shared_data / corpus / "PDFs").glob("*.pdf"))
+    }
+    assert len(on_disk) >= 20 and set(books) == set(on_disk)
+    for (corpus, name), pdf in on_disk.items():
+        gold = shared_data / corpus / "GT_TOCs" / f"{name}.toc"
+        assert books[corpus, name]["pdf_sha256"] == hashlib.sha256(pdf.read_bytes()).hexdigest()
+        assert books[corpus, name]["gold_sha256"] == hashlib.sha256(gold.read_bytes()).hexdigest()
+    pooled = data["training"]["cv"]["pooled"]["learned-outline"]
+    assert pooled["n_docs"] == len(books)
+    assert pooled["n_gold"] == sum(b["n_gold"] for b in books.values())
+
+
+def test_committed_model_was_trained_on_the_features_this_code_computes():
+    """``feature_code`` (a hash of the code the training features come from,
+    ``benchmarks.section_data.code_version``) is the current code's: a change there that
+    the model was not retrained on fails here."""
+    from benchmarks.section_data import code_version
+
+    recorded = json.loads(MODEL_PATH.read_text())["training"]["feature_code"]
+    assert recorded == code_version(), (
+        "the feature code changed since the model was trained: retrain it "
+        "(python -m benchmarks.train_section_model --workers 2)"
+    )
 
 
 @pytest.mark.parametrize("content", [None, b"", b"{not json", b'{"format": "other"}', b"\xff\xfe"])
@@ -227,23 +260,22 @@ def test_a_truncated_model_is_refused(tmp_path):
         load_model(path)
 
 
-def test_fallback_headings_are_the_rules(tmp_path, shared_data):
-    """With no model the indexer's headings are exactly the layout rules'."""
+def test_fallback_headings_are_the_rules(tmp_path, shared_data, monkeypatch):
+    """With no model file the indexer's headings (the learned filter asked for) are exactly
+    the layout rules', which here differ from the learned filter's."""
     pdf = _hips_pdf(shared_data, SMALL_BOOKS[1])
     rules = extract_headings(str(pdf), use_outline=False, section_filter_kind="rules")
+    learned = extract_headings(str(pdf), use_outline=False)
+    assert rules and rules != learned  # the comparison below can tell the two apart
+    monkeypatch.setattr(learned_filter, "MODEL_PATH", tmp_path / "missing.json")
     learned_filter._cached_model.cache_clear()
-    original = learned_filter.MODEL_PATH
     try:
-        learned_filter.MODEL_PATH = tmp_path / "missing.json"
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            chosen = section_filter([], False, model_path=learned_filter.MODEL_PATH)
-        assert any("using the layout rules" in str(w.message) for w in caught)
-        assert isinstance(chosen, LayoutSectionFilter)
+        with pytest.warns(RuntimeWarning, match="using the layout rules"):
+            fallback = extract_headings(str(pdf), use_outline=False)
+        assert filter_used("learned").startswith("rules (fallback: cannot read section model")
     finally:
-        learned_filter.MODEL_PATH = original
         learned_filter._cached_model.cache_clear()
-    assert rules
+    assert fallback == rules
 
 
 def test_llm_refiner_reviews_the_least_certain_first(shared_data):
