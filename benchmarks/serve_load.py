@@ -19,18 +19,23 @@ each level (``client ms/req``), and the Serve processes' CPU time (replicas, pro
 controller) is read from /proc before and after each level (``serve ms/req``). On a 2-core
 machine the two together bound the requests/s.
 
-``--ingress``: how this checkout is served, one side each: ``direct`` (Ray Serve's direct
+``--ingress``: how the code is served, one side each: ``direct`` (Ray Serve's direct
 ingress: the engine replica answers HTTP itself, ``serve_app.direct_ingress_env``; what
 ``jobs.serve`` does) and/or ``proxy`` (through Serve's HTTP proxy actor).
-``--compare CHECKOUT`` measures another checkout of the code first (its Serve app through the
-proxy, from a process whose PYTHONPATH is that checkout) and then this one, the same requests
-on the same index in one run, and prints the sides side by side with the ratios of requests/s.
+``--compare CHECKOUT`` measures another checkout of the code (from a process whose PYTHONPATH
+is that checkout) beside this one, like with like: the same requests on the same index through
+the same ingress (a checkout without direct ingress is compared through the proxy only; a side
+that could not be served the asked way is reported and not compared). ``--repeats N`` runs
+every comparison N times and alternates which side goes first (the first run of a machine is
+often the slower one), prints each repetition with its order, then per row the ratio of
+requests/s of every repetition and their median.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import socket
@@ -161,8 +166,10 @@ def methods_of(value: str) -> list[str]:
 def measure(args: argparse.Namespace) -> dict:
     """Serve started here (this process's code), every method at every concurrency; with
     ``args.ingress == "direct"`` (and a checkout that has it) through Serve's direct ingress."""
-    from bookindex.pipelines import serve_app
-
+    # the tree's own code: a tree from before the package has no bookindex/ (benchmarks/trees.py;
+    # not imported, since the tree in the working directory may predate it)
+    prefix = "bookindex." if Path("bookindex/__init__.py").is_file() else ""
+    serve_app = importlib.import_module(prefix + "pipelines.serve_app")
     direct = args.ingress == "direct" and hasattr(serve_app, "direct_ingress_env")
     port = free_port()
     proxy_port = free_port() if direct else port
@@ -174,10 +181,10 @@ def measure(args: argparse.Namespace) -> dict:
     # a Ray of its own: never a cluster another job on this machine started (``ray start``)
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": proxy_port})
-    from bookindex.operators.config import ServeConfig
+    serve_config = importlib.import_module(prefix + "operators.config").ServeConfig
 
     app_args: dict = {"index": args.index}
-    if "auth" in ServeConfig.model_fields:  # a checkout with bearer tokens: 127.0.0.1 only
+    if "auth" in serve_config.model_fields:  # a checkout with bearer tokens: 127.0.0.1 only
         app_args["serve"] = {"auth": "off"}
     serve.run(serve_app.build_app(app_args), name="bookindex", route_prefix="/")
     url = f"http://127.0.0.1:{port}"
@@ -266,6 +273,25 @@ def report(sides: dict[str, dict]) -> None:
         )
 
 
+def compared(first: dict, second: dict) -> bool:
+    """Whether two sides were served the same way (a checkout without direct ingress is served
+    through the proxy whatever was asked: then it is no comparison with a direct side)."""
+    return first.get("ingress", "proxy") == second.get("ingress", "proxy")
+
+
+def ratio_summary(pairs: list[tuple[dict, dict]]) -> list[str]:
+    """Per row (method, concurrency): after ÷ before requests/s of every repetition, and their
+    median."""
+    lines = [f"{'method':>20}{'conc.':>6}  after/before req/s per repetition, median"]
+    for i, row in enumerate(pairs[0][0]["rows"]):
+        ratios = [a["rows"][i]["rps"] / max(b["rows"][i]["rps"], 1e-9) for b, a in pairs]
+        shown = " ".join(f"{r:.2f}" for r in ratios)
+        lines.append(
+            f"{row['method']:>20}{row['concurrency']:>6}  {shown}  median {np.median(ratios):.2f}"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index")
@@ -275,7 +301,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--query-requests", type=int, default=64, help="per level, /query")
     parser.add_argument("--concurrency", default="1,32,256")
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--compare", help="another checkout, measured first (before)")
+    parser.add_argument("--compare", help="another checkout, measured beside this one (before)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="repetitions (default 2 with --compare, the side measured first alternating; else 1)",
+    )
     parser.add_argument("--ingress", default="direct", help="direct and/or proxy (docstring)")
     parser.add_argument("--json-out", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)  # the load generator's process
@@ -302,14 +334,33 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.json_out).write_text(json.dumps(measure(args)))
         return
     here = str(Path(__file__).resolve().parents[1])
-    sides = {}
-    if args.compare:
-        sides["before"] = measure_elsewhere(args.compare, args, "proxy")
-    for ingress in (i.strip() for i in args.ingress.split(",") if i.strip()):
-        sides[f"after-{ingress}" if args.compare else ingress] = measure_elsewhere(
-            here, args, ingress
-        )
-    report(sides)
+    ingresses = [i.strip() for i in args.ingress.split(",") if i.strip()]
+    args.repeats = args.repeats or (2 if args.compare else 1)
+    if not args.compare:
+        for rep in range(args.repeats):
+            if args.repeats > 1:
+                print(f"\nrepetition {rep + 1}")
+            report({ingress: measure_elsewhere(here, args, ingress) for ingress in ingresses})
+        return
+    for ingress in ingresses:
+        pairs = []
+        for rep in range(args.repeats):
+            order = [("before", args.compare), ("after", here)]
+            if rep % 2:  # alternate which side runs first
+                order.reverse()
+            sides = {name: measure_elsewhere(checkout, args, ingress) for name, checkout in order}
+            print(f"\n{ingress}, repetition {rep + 1} ({order[0][0]} first)")
+            if not compared(sides["before"], sides["after"]):
+                print(
+                    f"not compared: before was served through {sides['before'].get('ingress')}, "
+                    f"after through {sides['after'].get('ingress')}"
+                )
+                break
+            report({"before": sides["before"], "after": sides["after"]})
+            pairs.append((sides["before"], sides["after"]))
+        if pairs:
+            print(f"\n{ingress}: after ÷ before, {len(pairs)} repetition(s)")
+            print("\n".join(ratio_summary(pairs)))
 
 
 if __name__ == "__main__":

@@ -136,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"PDFs: {len(pdfs)} ({','.join(corpora)}); pages with a grid of rulings: {grid_pages}")
     print(f"pages in agreement: {agree}/{grid_pages}")
     print(f"tables: find_tables {tables_ref}, ours {tables_new}")
-    print(f"time on those pages: find_tables {t_ref:.2f}s, ours {t_new:.2f}s")
+    print(
+        f"time on those pages: find_tables {t_ref:.2f}s, ours {t_new:.2f}s "
+        f"(ours / find_tables {t_new / max(t_ref, 1e-9):.3f})"
+    )
     for where, problems, ref, new in disagreements:
         print(f"- {where}: {'; '.join(problems)}")
         for label, tables in (("ref", ref), ("new", new)):

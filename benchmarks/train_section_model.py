@@ -848,13 +848,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--cv-from",
         default=None,
-        help="take the CV scores from this --cv-json file of an earlier run (same books, seed "
-        "and code) instead of running the CV again",
+        help="take the CV scores from this --cv-json file of an earlier run instead of running "
+        "the CV again; refused unless it was made with the same feature code, folds, seed and "
+        "books (its made_by record)",
     )
     ap.add_argument(
         "--bag",
         action="store_true",
-        help="bag each heading model with the inner CV's models (an ablation: README, stop 15)",
+        help="bag each heading model with the inner CV's models (an ablation, not the default)",
     )
     ap.add_argument(
         "--stated",
@@ -864,13 +865,26 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     global BAG_INNER_MODELS
     BAG_INNER_MODELS = args.bag  # read by every fit_mode, the CV's forked workers' too
+    full = None
+    if args.cv_from:  # checked before any book is parsed
+        from benchmarks.tree_accuracy import cv_identity
+
+        full = json.loads(Path(args.cv_from).read_text())
+        made_by, here = full.get("made_by"), cv_identity(args.folds, args.seed)
+        if made_by != here:
+            differ = [k for k in here if (made_by or {}).get(k) != here[k]]
+            ap.error(
+                f"--cv-from {args.cv_from}: that CV was made with another "
+                f"{', '.join(differ) or 'record'} than this run's (feature code "
+                f"{here['feature_code']}, {args.folds} folds, seed {args.seed}, the "
+                f"{len(here['books'])} labelled books): run the CV again"
+            )
     books = load_books()
     if args.stated:
         print(stated_report(books))
         return 0
     summary = None
-    if args.cv_from:
-        full = json.loads(Path(args.cv_from).read_text())
+    if full is not None:
         summary = {k: full[k] for k in ("protocol", "pooled", "folds", "baselines")}
         summary["same_pages_as_pymupdf4llm"] = full.get("same_pages")
     elif not args.no_cv:

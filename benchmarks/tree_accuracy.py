@@ -74,6 +74,7 @@ from bookindex.operators.eval.heading_gold import (
     CORPORA,
     Heading,
     aggregate,
+    hips_dir,
     iter_corpus,
     markdown_headings,
     outline_headings,
@@ -545,7 +546,25 @@ def run_cv(folds: int, seed: int, p4llm: str, cache_dir: Path | None, workers: i
     summary["per_book"] = per_book
     summary["predictions"] = preds
     summary["table"] = text
+    summary["made_by"] = cv_identity(folds, seed)
     return summary
+
+
+def cv_identity(folds: int, seed: int) -> dict:
+    """What a CV's figures depend on besides the learner: the feature code
+    (``section_data.code_version``), the folds, the seed and the labelled books (corpus, PDF
+    and gold sha256). ``train_section_model --cv-from`` takes a CV only where this matches."""
+    from benchmarks.section_data import LABELLED_CORPORA, code_version
+
+    def sha256(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    books = sorted(
+        f"{corpus}/{sha256(pdf)}/{sha256(hips_dir(None, corpus) / 'GT_TOCs' / f'{pdf.stem}.toc')}"
+        for corpus in LABELLED_CORPORA
+        for pdf, _ in iter_corpus(corpus)
+    )
+    return {"feature_code": code_version(), "folds": folds, "seed": seed, "books": books}
 
 
 def main(argv: list[str] | None = None) -> int:

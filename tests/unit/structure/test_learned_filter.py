@@ -417,3 +417,26 @@ def test_the_final_score_is_the_stage_the_inner_cv_scores_best(shared_data, smal
     assert bagged["single"]["heading"] == data["heading"] != bagged["heading"]
     for name in ("heading", "heading2"):
         assert len(bagged[name]["trees"]) > 3 * len(data[name]["trees"])
+
+
+def test_cv_from_refuses_a_cv_made_by_other_feature_code(shared_data, tmp_path, capsys):
+    """``train_section_model --cv-from`` takes a CV's scores only from a CV made with this
+    feature code, folds, seed and books (its ``made_by``), before parsing any book."""
+    from benchmarks.train_section_model import main
+    from benchmarks.tree_accuracy import cv_identity
+
+    made_by = cv_identity(6, 0)
+    out = tmp_path / "model.json"
+    for record in ({}, {"made_by": dict(made_by, feature_code="0" * 16)}):
+        cv = tmp_path / "cv.json"
+        cv.write_text(json.dumps(record))
+        with pytest.raises(SystemExit) as refused:
+            main(["--cv-from", str(cv), "--out", str(out)])
+        assert refused.value.code == 2
+        assert "that CV was made with another feature_code" in capsys.readouterr().err
+    assert not out.exists()
+    assert (
+        len(made_by["books"]) == 24
+        and made_by["feature_code"]
+        == json.loads(MODEL_PATH.read_text())["training"]["feature_code"]
+    )
