@@ -119,3 +119,15 @@ def test_the_parser_has_one_subcommand_per_job():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001
     assert list(commands.choices) == list(COMMANDS)
+
+
+def test_names_read_from_the_input_print_as_one_line():
+    """A newline (or an escape sequence) in a file name, a PDF's title or a heading cannot forge
+    lines in what a job prints (jobs/console.one_line; show's TOC lines use it)."""
+    from bookindex.jobs.console import one_line
+    from bookindex.jobs.show_index import toc_lines
+
+    assert one_line("new\nline.pdf\r\x1b[2J ok") == "new\\nline.pdf\\r\\x1b[2J ok"
+    entry = {"level": 1, "sec_id": 3, "title": "Real\n  [4] forged (p1, 0 paragraphs)", "page": 2}
+    (line,) = toc_lines([dict(entry, n_paragraphs=1)], None)
+    assert line == "  [3] Real\\n  [4] forged (p1, 0 paragraphs) (p2, 1 paragraphs)"
