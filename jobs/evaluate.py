@@ -26,7 +26,7 @@ Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
 The summary says what each method saw (``operators.query.registry``: its ``sees``), which
 build made the index (``pipelines/provenance.py``) and, for PDF QA, how often a method fell
 back from a model to the rules. An index holding documents that another build made (other
-stage versions, models or options than this run's) is refused (exit 2, the documents and why
+stage fingerprints, models or options than this run's) is refused (exit 2, the documents and why
 printed) unless ``--stale reindex`` (re-index them first) or ``--stale allow`` (evaluate them as
 they are; the summary says so). An index whose documents differ in what ran when they were
 indexed (the section filter that decided — a fallback to the rules when the learned filter's

@@ -151,7 +151,7 @@ class IndexConfig(Section):
     force: bool = Field(False, description="re-index files already in the index")
     stale_build: Literal["reindex", "warn"] = Field(
         "reindex",
-        description="a document indexed by another build (code stage versions, models, "
+        description="a document indexed by another build (stage output fingerprints, models, "
         "options; pipelines/provenance.py): re-index it, or keep it with a warning",
     )
     parse_workers: int | None = Field(

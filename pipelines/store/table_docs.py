@@ -38,7 +38,8 @@ COLUMNS_DOC: dict[str, dict[str, str]] = {
         "outline_used": "whether the PDF's outline (bookmarks) informed the heading tree",
         "page_labels": "the PDF's page labels (printed page numbers), where it has them",
         "toc": "JSON: the table of contents: sec_id, level, title, page, n_paragraphs per heading",
-        "build": "JSON: what built the rows: stage versions, models, options (provenance)",
+        "build": "JSON: what built the rows: stage output fingerprints, models, options; "
+        "and what ran (runtime: the section filter, the embedder) (provenance)",
         "ocr_pages": "pages read by OCR (pages without a text layer)",
     },
     "nodes": {
