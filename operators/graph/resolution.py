@@ -8,8 +8,9 @@ one (g = 0.6). Then:
 * top score below ``floor`` → new;
 * every one of ≥ 2 candidates passes → the scores carry no gradient → new;
 * exactly one selected → merge into it;
-* several selected → the model picks (``select``, action ``llm``); offline, the best-scoring
-  one (action ``select``).
+* several selected → the model picks (``select``, action ``llm``); offline, or when the
+  model's call fails, the best-scoring one (action ``select``; a failure's error is in the
+  decision's ``reason``).
 
 Before the search, a name already in the store (case- and space-normalised) merges at once
 (action ``exact``): the same name is the same entity for both the exact-name baseline and this
@@ -49,6 +50,7 @@ from bookindex.operators.models.prompts import SELECT_PROMPT, SELECT_SCHEMA, cha
 log = logging.getLogger(__name__)
 
 NEW, MERGE, SELECT, LLM, EXACT = "new", "merge", "select", "llm", "exact"
+SELECTION_FAILED = "model selection failed, the rule stands"  # in a decision's reason
 STRUCTURAL = "structural entity: one object of one document"
 _CHUNK = 512  # batch rows per within-batch similarity block
 _MAX_EARLY = 64  # earlier batch rows kept per row; more: compared when its turn comes
@@ -419,22 +421,25 @@ class Resolver:
         chosen = [positions[k] for k in choice.selected]
         target = chosen[0] if chosen else -1
         action = choice.action
-        picked = None
+        picked, reason = None, choice.reason
         if choice.action == SELECT and self.select is not None:
-            picked = self.select(
-                name,
-                [self.entities[p] for p in chosen],
-                [ranked[k] for k in choice.selected],
-            )
+            try:
+                picked = self.select(
+                    name,
+                    [self.entities[p] for p in chosen],
+                    [ranked[k] for k in choice.selected],
+                )
+            except Exception as exc:  # the model failed: the rule's decision, with the error
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                reason = f"{reason}; {SELECTION_FAILED}: {error}"
+                log.warning("entity selection for %r failed, the rule stands: %s", name, error)
         if picked is not None:  # the model's choice (None: not asked, the rule stands)
             action = LLM
             if 0 <= picked < len(chosen):
                 target = chosen[picked]
             elif picked < 0:  # the model says none of them: a new entity
                 action, target = NEW, -1
-        decision = self._decision(
-            name, type_, positions, ranked, chosen, action, choice.reason, target
-        )
+        decision = self._decision(name, type_, positions, ranked, chosen, action, reason, target)
         return target, decision
 
     def _decision(self, name, type_, positions, scores, chosen, action, reason, target):
@@ -467,16 +472,14 @@ def selection_key(name: str, candidates: list[Canonical]) -> str:
 
 def model_selector(backend) -> Selector:
     """BookRAG's LLM step: which of several selected candidates is the new entity (or -1 for
-    none), asked of ``backend`` one entity at a time. A failed call lets the rule stand (the
-    best-scoring candidate; the decision's ``action`` is the rule's, not ``llm``) and is logged."""
+    none), asked of ``backend`` one entity at a time. A failed call (or an answer without an
+    integer choice) raises: ``Resolver`` then lets the rule stand (the best-scoring candidate;
+    the decision's ``action`` is the rule's, not ``llm``) and records the error in the
+    decision's ``reason`` (``er_decisions``)."""
 
     def select(name: str, candidates: list[Canonical], scores: list[float]) -> int | None:
-        messages = selection_messages(name, candidates)
-        try:
-            return int(backend.complete(messages, SELECT_SCHEMA)["choice"])
-        except Exception as exc:
-            log.warning("entity selection failed, the rule stands: %s: %s", type(exc).__name__, exc)
-            return None
+        answer = backend.complete(selection_messages(name, candidates), SELECT_SCHEMA)
+        return int(answer["choice"])
 
     return select
 

@@ -15,9 +15,11 @@ from bookindex.operators.graph.resolution import (
     MERGE,
     NEW,
     SELECT,
+    SELECTION_FAILED,
     Canonical,
     Resolver,
     gradient_select,
+    model_selector,
 )
 from bookindex.operators.graph.vector_index import VectorIndex
 
@@ -111,6 +113,19 @@ def test_within_a_batch_later_entities_see_earlier_new_ones():
     assert len(resolver) == 1
 
 
+def _two_selected(rng, select) -> Resolver:
+    """A resolver of three stored entities whose reranker scores the candidates 0.9, 0.8, 0.1:
+    the rule selects the first two, and ``select`` picks among them."""
+
+    def rerank(name, names, cosines):
+        return np.array([0.9, 0.8, 0.1][: len(names)], np.float32)
+
+    resolver = Resolver(dim=16, rerank=rerank, select=select)
+    entities = [Canonical("e1", "A", "X", ""), Canonical("e2", "B", "X", "")]
+    resolver.load([*entities, Canonical("e3", "C", "X", "")], _unit(rng, 3))
+    return resolver
+
+
 def test_structural_entities_are_always_new_and_selection_uses_the_model():
     rng = np.random.default_rng(2)
     v = _unit(rng, 1)
@@ -126,22 +141,40 @@ def test_structural_entities_are_always_new_and_selection_uses_the_model():
         picked.append([c.name for c in candidates])
         return len(candidates) - 1
 
-    def rerank(name, names, cosines):
-        return np.array([0.9, 0.8, 0.1][: len(names)], np.float32)
-
-    resolver = Resolver(dim=16, rerank=rerank, select=select)
-    resolver.load(
-        [
-            Canonical("e1", "A", "X", ""),
-            Canonical("e2", "B", "X", ""),
-            Canonical("e3", "C", "X", ""),
-        ],
-        _unit(rng, 3),
-    )
+    resolver = _two_selected(rng, select)
     positions, decisions = resolver.resolve(["D"], ["X"], [""], _unit(rng, 1))
     assert decisions[0].action == LLM
     assert len(picked[0]) == 2
     assert decisions[0].entity_id == decisions[0].selected[-1]
+
+
+class _FailingBackend:
+    """A generative backend whose every call fails (an endpoint down after its retries)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, messages, schema=None):
+        from bookindex.operators.models.base import ModelError
+
+        self.calls += 1
+        raise ModelError("chat request to http://127.0.0.1:9/v1 failed: connection refused")
+
+
+def test_a_failed_model_selection_is_the_rules_decision_with_the_error():
+    rng = np.random.default_rng(2)
+    backend = _FailingBackend()
+    resolver = _two_selected(rng, model_selector(backend))
+    positions, decisions = resolver.resolve(["D"], ["X"], [""], _unit(rng, 1))
+    assert backend.calls == 1  # the model was asked
+    decision = decisions[0]
+    # the rule's decision (the best-scoring of the two selected), not the model's
+    assert decision.action == SELECT and decision.action != LLM
+    assert len(decision.selected) == 2 and decision.entity_id == decision.selected[0]
+    assert decision.candidate_ids[0] == decision.selected[0]  # the top reranked candidate
+    ids = [e.entity_id for e in resolver.entities]
+    assert positions == [ids.index(decision.selected[0])]  # merged into it, not made new
+    assert SELECTION_FAILED in decision.reason and "connection refused" in decision.reason
 
 
 @pytest.mark.parametrize("n", [50, 5000])
