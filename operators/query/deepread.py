@@ -253,16 +253,35 @@ def _read_around(
     return read
 
 
-def react_loop(tools: DeepReadTools, query: str, k: int, max_rounds: int) -> ToolRunResult:
+def shown_documents(
+    n_documents: int, doc: int | None, limit: int, trace: list[dict] | None = None
+) -> list[int]:
+    """The documents whose tables of contents an agent (DeepRead, LAD-RAG) is shown first:
+    the question's own, or on a corpus question the first ``limit`` (``QueryConfig.
+    agent_toc_documents``); a corpus question leaves a ``Documents`` step in ``trace`` that
+    says how many were shown and how many left out (its tools still search every document)."""
+    if doc is not None:
+        return [doc]
+    shown = list(range(min(limit, n_documents)))
+    if trace is not None:
+        args = {"shown": len(shown), "left_out": n_documents - len(shown), "limit": limit}
+        trace.append({"op": "Documents", "args": args, "out": len(shown), "s": 0.0})
+    return shown
+
+
+def react_loop(
+    tools: DeepReadTools, query: str, k: int, max_rounds: int, toc_documents: int = 5
+) -> ToolRunResult:
     """A generative backend reasons and acts (toc / retrieve / read_section / answer) until it
-    answers or ``max_rounds`` pass; everything it read is the evidence."""
+    answers or ``max_rounds`` pass; everything it read is the evidence. On a corpus question
+    it is shown the tables of contents of ``toc_documents`` documents (``shown_documents``)."""
     index = tools.index
-    docs = [tools.doc] if tools.doc is not None else list(range(min(5, len(index.documents))))
+    trace: list[dict] = []
+    docs = shown_documents(len(index.documents), tools.doc, toc_documents, trace)
     intro = "\n\n".join(
         f"Document {d} ({index.documents[d].name}):\n{tools.toc_text(d)}" for d in docs
     )
     messages = chat(REACT_PROMPT, f"Question: {query}\n\nTables of contents:\n{intro}")
-    trace: list[dict] = []
     seen: dict[int, float] = {}
     answer = None
     for _ in range(max_rounds):

@@ -228,12 +228,16 @@ class QueryEngine:
         if method == "deepread":
             tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
             if is_generative(model.backend):
-                return deepread.react_loop(tools, question, k, query.deepread_max_rounds)
+                return deepread.react_loop(
+                    tools, question, k, query.deepread_max_rounds, query.agent_toc_documents
+                )
             return deepread.offline_policy(tools, question, k, self.config.relevance)
         tools = ladrag.LadRagTools(model, doc, self.config.relevance.dense_weight)
         if is_generative(model.backend):
             budget = query.ladrag_budget * k
-            return ladrag.agent_loop(tools, question, k, query.ladrag_max_rounds, budget)
+            return ladrag.agent_loop(
+                tools, question, k, query.ladrag_max_rounds, budget, query.agent_toc_documents
+            )
         return ladrag.offline_policy(tools, question, k, query.ladrag_budget * k)
 
     def dense(self, question: str, doc: int | None, k: int) -> tuple[list[int], list[float]]:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from bookindex.operators.kinds import CAPTION, IMAGE, NODE_KINDS, STRUCTURE_KINDS, TABLE
 from bookindex.operators.models.prompts import LADRAG_ACTION_SCHEMA, LADRAG_AGENT_PROMPT, chat
 from bookindex.operators.query.bookrag_ops import reduce_answer
-from bookindex.operators.query.deepread import ToolRunResult, next_action
+from bookindex.operators.query.deepread import ToolRunResult, next_action, shown_documents
 from bookindex.operators.query.rules import (
     global_spec,
     modalities,
@@ -364,21 +364,24 @@ SHOWN_CHARS = 300  # characters of each node's text
 
 
 def agent_loop(
-    tools: LadRagTools, query: str, k: int, max_rounds: int, budget: int
+    tools: LadRagTools, query: str, k: int, max_rounds: int, budget: int, toc_documents: int = 5
 ) -> ToolRunResult:
     """LAD-RAG's retriever agent (§2.2): a generative backend calls semantic_search,
     graph_filter and contextualize, one per round, until it answers or ``max_rounds`` pass.
     A malformed action, an invalid spec or an unknown node comes back to it as the
     observation (the round counts). The evidence: the nodes it keeps when it answers (those
-    it was shown), else everything it was shown, by score; ``budget`` units at most."""
+    it was shown), else everything it was shown, by score; ``budget`` units at most. Without
+    the agent's answer the final answer is ``reduce_answer``'s (a ``Reduce`` step in the
+    trace, with the fallback when its model call failed). On a corpus question it is shown
+    ``toc_documents`` documents' top-level sections (``deepread.shown_documents``)."""
     index = tools.index
     vector = index.embed([query])[0]
-    docs = [tools.doc] if tools.doc is not None else list(range(min(5, len(index.documents))))
+    trace: list[dict] = []
+    docs = shown_documents(len(index.documents), tools.doc, toc_documents, trace)
     intro = "\n".join(_document_line(index, d) for d in docs)
     system = LADRAG_AGENT_PROMPT.format(kinds=", ".join(NODE_KINDS), rounds=max_rounds)
     messages = chat(system, f"Question: {query}\n\nDocuments:\n{intro}")
     seen: dict[int, float] = {}
-    trace: list[dict] = []
     answer, kept = None, None
     for _ in range(max_rounds):
         started = time.perf_counter()
@@ -398,8 +401,10 @@ def agent_loop(
     ranked = kept or sorted(seen, key=lambda p: (-seen[p], p))
     ranked = ranked[:budget]
     how = "generated"
-    if answer is None:
-        answer, how = reduce_answer(index, query, ranked)
+    if answer is None:  # the final answer from what it was shown; a failed call is traced
+        started, failed = time.perf_counter(), []
+        answer, how = reduce_answer(index, query, ranked, fallbacks=failed)
+        trace.append(_step("Reduce", {}, 1, started) | ({"fallbacks": failed} if failed else {}))
     return ToolRunResult(ranked, [seen.get(p, 0.0) for p in ranked], answer, how, trace)
 
 

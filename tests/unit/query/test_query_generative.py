@@ -12,6 +12,7 @@ import pytest
 from bookindex.operators.models import ModelConfig, ModelError
 from bookindex.operators.models.offline import OfflineBackend
 from bookindex.operators.query.bookrag import fallbacks
+from bookindex.operators.query.deepread import shown_documents
 from bookindex.operators.query.engine import QueryEngine
 from bookindex.operators.query.read_model import ReadModel
 from tests.conftest import PAPER
@@ -209,11 +210,9 @@ def test_ladrag_agent_returns_errors_as_observations_and_stops_at_the_round_limi
     engine, model = _engine(paper_tables, _rounds(config, ladrag_max_rounds=8), {"action": actions})
     result = engine.answer("What are the dataset statistics?", "ladrag", PAPER, k=3)
     ops = [s["op"] for s in result["trace"]]
-    assert (
-        ops
-        == ["graph_filter", "graph_filter", "contextualize", "semantic_search", "dance"]
-        + ["semantic_search"] * 3
-    )  # the last action repeats until the 8-round limit
+    assert ops == ["graph_filter", "graph_filter", "contextualize", "semantic_search", "dance"] + [
+        "semantic_search"
+    ] * 3 + ["Reduce"]  # the last action repeats until the 8-round limit, then the final answer
     agent = [messages for messages, schema in model.calls if "action" in schema["properties"]]
     assert len(agent) == 8 and result["error"] is None  # then Reduce asks (unscripted: rules)
     observations = [m["content"] for m in agent[-1] if m["role"] == "user"][1:]
@@ -229,6 +228,55 @@ def test_ladrag_agent_stops_when_the_model_fails(paper_tables, config):
                          ModelError("not JSON after 2 retries")]}  # fmt: skip
     engine, model = _engine(paper_tables, config, script)
     result = engine.answer("What datasets are used?", "ladrag", PAPER, k=3)
-    assert [s["op"] for s in result["trace"]] == ["semantic_search", "error"]
+    assert [s["op"] for s in result["trace"]] == ["semantic_search", "error", "Reduce"]
     assert sum("action" in schema["properties"] for _, schema in model.calls) == 2
     assert result["evidence"]
+
+
+def test_a_failed_ladrag_final_answer_call_is_traced(paper_tables, config):
+    """The agent never answers; the final answer's model call (Reduce) fails: the rules'
+    answer, and the trace says which call failed and why."""
+    script = {
+        "action": [{"thought": "s", "action": "semantic_search", "query": "datasets"}],
+        "answer": ModelError("HTTP 500 from the endpoint"),
+    }
+    engine, model = _engine(paper_tables, _rounds(config, ladrag_max_rounds=2), script)
+    result = engine.answer("What datasets are used?", "ladrag", PAPER, k=3)
+    assert [s["op"] for s in result["trace"]] == ["semantic_search"] * 2 + ["Reduce"]
+    assert result["answer_type"] == "extractive" and result["answer"]
+    assert fallbacks(result["trace"]) == [
+        {"step": "Reduce", "error": "ModelError: HTTP 500 from the endpoint", "fallback": "rules"}
+    ]
+    answered = [s for _, s in model.calls if s and "answer" in s["properties"]]
+    assert answered  # the model was asked for the final answer
+
+
+def test_a_corpus_question_shows_the_configured_documents_and_traces_the_rest():
+    trace: list[dict] = []
+    assert shown_documents(12, None, 5, trace) == [0, 1, 2, 3, 4]
+    assert trace == [
+        {"op": "Documents", "args": {"shown": 5, "left_out": 7, "limit": 5}, "out": 5, "s": 0.0}
+    ]
+    trace = []
+    assert shown_documents(12, None, 12, trace) == list(range(12))
+    assert trace[0]["args"]["left_out"] == 0
+    trace = []
+    assert shown_documents(3, None, 5, trace) == [0, 1, 2] and trace[0]["args"]["left_out"] == 0
+    trace = []
+    assert shown_documents(12, 7, 5, trace) == [7] and trace == []  # the question's document
+
+
+@pytest.mark.parametrize("method", ["deepread", "ladrag"])
+def test_agents_on_a_corpus_question_say_how_many_documents_they_were_shown(
+    paper_tables, config, method
+):
+    script = {"action": [{"thought": "done", "action": "answer", "answer": "x", "node_ids": []}]}
+    engine, model = _engine(paper_tables, config, script)
+    result = engine.answer("What datasets are used?", method, None, k=3)
+    assert result["trace"][0] == {
+        "op": "Documents",
+        "args": {"shown": 1, "left_out": 0, "limit": config.query.agent_toc_documents},
+        "out": 1,
+        "s": 0.0,
+    }
+    assert PAPER in model.calls[0][0][1]["content"]  # its table of contents was shown
