@@ -9,7 +9,8 @@ Between the structure stage and the enrich stage, for every document row:
       decisions, ``section_decisions`` (a window without a usable answer: the rules stand, and
       its error becomes a ``failures`` row, stage ``sections``)
     documents ─flat_map(description_requests)─▶ one request per figure and table (the page crop
-      as a PNG image part, TABLE_PROMPT / IMAGE_PROMPT and the caption)
+      as a PNG image part, TABLE_PROMPT / IMAGE_PROMPT and the caption; the first
+      ``index.max_described_per_document`` of a document, the rest a ``failures`` row)
       ─processor (llm_processors)─▶ answers ─groupby(doc_id)─join─▶ node summaries
     documents ─flat_map(entity_requests)─▶ one request per text node (ENTITY_PROMPT, ENTITY_SCHEMA)
       ─processor; invalid JSON: repaired, then asked again with the invalid answer
@@ -23,6 +24,7 @@ stayed unusable keeps the rule-based (spaCy) entities, and its error becomes a `
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pyarrow as pa
@@ -44,7 +46,8 @@ from bookindex.pipelines.llm_processors import build_ray_processor
 from bookindex.pipelines.rows import from_json, to_json
 from bookindex.pipelines.structure_stage import apply_section_answers
 
-MAX_DESCRIBED_PER_DOCUMENT = 200
+log = logging.getLogger(__name__)
+MAX_DESCRIBED_PER_DOCUMENT = 200  # IndexConfig.max_described_per_document's default
 IMAGE_DPI = 150
 SECTIONS, DESCRIPTIONS, ENTITIES = "section_answers", "descriptions", "llm_entities"
 SELECTIONS = "selections"  # pipelines/er_selection.py
@@ -57,18 +60,24 @@ SCHEMAS = {
 REQUESTS_PER_BATCH = 16
 
 
-def description_requests(row: dict) -> list[dict]:
-    """One request per figure and table of a PDF document: its crop of the page as the image."""
+def described_nodes(row: dict) -> list[dict]:
+    """The figures and tables of a PDF document row that the model may describe."""
     if row["status"] == FAILED or row.get("source") != "pdf":
         return []
-    nodes = [n for n in from_json(row["nodes"], []) if n["kind"] in (IMAGE, TABLE)]
+    return [n for n in from_json(row["nodes"], []) if n["kind"] in (IMAGE, TABLE)]
+
+
+def description_requests(row: dict, limit: int = MAX_DESCRIBED_PER_DOCUMENT) -> list[dict]:
+    """One request per figure and table of a PDF document (the first ``limit``, in page
+    order; ``truncation_error`` says what was left out): its crop of the page as the image."""
+    nodes = described_nodes(row)[:limit]
     if not nodes:
         return []
     import pymupdf
 
     requests = []
     with pymupdf.open(row["uri"], filetype="pdf") as pdf:
-        for node in nodes[:MAX_DESCRIBED_PER_DOCUMENT]:
+        for node in nodes:
             page = pdf[node["page_start"] - 1]
             clip = pymupdf.Rect(node["bbox"]) & page.rect
             pixmap = page.get_pixmap(dpi=IMAGE_DPI, clip=clip if not clip.is_empty else None)
@@ -206,13 +215,30 @@ def _collect(batch: pa.Table, column: str) -> pa.Table:
     return pa.Table.from_pylist([{"doc_id": rows[0]["doc_id"], column: to_json(by_node)}])
 
 
-def apply_descriptions(batch: pa.Table) -> pa.Table:
+def truncation_error(row: dict, limit: int) -> str | None:
+    """The ``model_errors`` entry of a document with more figures and tables than ``limit``
+    (None: every one was asked for)."""
+    total = len(described_nodes(row))
+    if total <= limit:
+        return None
+    log.warning("%s: %d of %d figures and tables described", row.get("uri"), limit, total)
+    return (
+        f"describe: {total - limit} of {total} figures and tables not described "
+        f"(index.max_described_per_document = {limit}); they keep their captions"
+    )
+
+
+def apply_descriptions(batch: pa.Table, limit: int = MAX_DESCRIBED_PER_DOCUMENT) -> pa.Table:
     """Each figure's and table's description into its node's ``summary``; the requests that
-    failed into ``model_errors`` (JSON list, read by ``EnrichStage``)."""
+    failed, and a document's figures and tables beyond ``limit`` (``truncation_error``), into
+    ``model_errors`` (JSON list, read by ``EnrichStage``: each becomes a failures row)."""
     out = []
     for row in batch.to_pylist():
         answers: dict[str, Any] = from_json(row.pop(DESCRIPTIONS, None), {}) or {}
         errors = from_json(row.get("model_errors"), []) or []
+        truncated = truncation_error(row, limit)
+        if truncated:
+            errors.append(truncated)
         if answers:
             nodes = from_json(row["nodes"], [])
             for node in nodes:
@@ -248,11 +274,14 @@ def model_answers(documents, config: BookindexConfig, partitions: int, enrich: b
     ).materialize()
     if not enrich:
         return documents
-    requests = documents.flat_map(description_requests).materialize()
+    limit = {"limit": index.max_described_per_document}
+    requests = documents.flat_map(description_requests, fn_kwargs=limit).materialize()
     if requests.count():
         answers = run_requests(requests, config, DESCRIPTIONS)
         documents = attach(documents, answers, DESCRIPTIONS, partitions)
-    documents = documents.map_batches(apply_descriptions, batch_format="pyarrow").materialize()
+    documents = documents.map_batches(
+        apply_descriptions, batch_format="pyarrow", fn_kwargs=limit
+    ).materialize()
     requests = documents.flat_map(entity_requests).materialize()
     if requests.count():
         answers = run_requests(requests, config, ENTITIES)

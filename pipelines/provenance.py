@@ -106,6 +106,8 @@ def build_record(config: BookindexConfig, source: str) -> dict[str, Any]:
             options["section_model"] = section_model_identity()
         if config.models.generative:  # the LLM refiner reviews the candidates in windows
             options["section_window"] = index.section_window
+            if index.enrich:  # the model describes this many figures and tables a document
+                options["max_described"] = index.max_described_per_document
     if index.enrich:
         written += ["enrich", "entities"]
         options["resolver"] = config.resolver.model_dump()
