@@ -69,7 +69,10 @@ def enrich_args(
     ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each, a
     document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
     ``index.task_retries`` retries of a crash;
-    ``answers``: the rows carry the model's answers (pipelines/model_requests.py)."""
+    ``answers``: the rows carry the model's answers (pipelines/model_requests.py).
+    A worker that reserves a GPU (``--models vllm``, or ``index.model_gpus``) embeds on it:
+    its offline embedder gets ``embed_device`` cuda (otherwise the GPU would sit reserved and
+    idle while the CPU embeds)."""
     from bookindex.pipelines.model_stage import (
         model_stage_args,  # the driver's (models, configuration)
     )
@@ -85,4 +88,7 @@ def enrich_args(
         retries=config.index.task_retries,
         per_node_s=config.index.model_s_per_node,
     )
+    if args.get("num_gpus", 0) > 0:
+        constructor = args["fn_constructor_kwargs"]
+        constructor["models"] = {**constructor["models"], "embed_device": "cuda"}
     return {"batch_size": docs_per_batch, "batch_format": "pyarrow", **args}

@@ -106,10 +106,16 @@ def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
         assert IndexConfig().stage_gpus(backend) == gpus
         args = enrich_args(config(backend), workers=4, docs_per_batch=1, width=384)
         assert args.get("num_gpus", 0) == gpus
+        # a worker that reserves a GPU embeds on it, one that reserves none on the CPU
+        models = args["fn_constructor_kwargs"]["models"]
+        assert models["embed_device"] == ("cuda" if gpus else "cpu"), backend
         # a GPU stage scales from one worker, so it never waits for GPUs the cluster lacks
         assert _pool(args) == ((1, 4) if gpus else (4, 4))
         assert args["fn_constructor_kwargs"]["width"] == 384 and args["batch_size"] == 1
     assert IndexConfig(model_gpus=0.5).stage_gpus("vllm") == 0.5
+    shared = enrich_args(config("offline", model_gpus=0.5), 4, 1, None)
+    assert shared["num_gpus"] == 0.5
+    assert shared["fn_constructor_kwargs"]["models"]["embed_device"] == "cuda"
     assert _pool(enrich_args(config("offline", enrich_workers=2), 4, 256, None)) == (2, 2)
     # the structure stage never owns a model: plain tasks; with a generative one it only
     # plans the section refiner's requests (a ray.data.llm processor answers them)
