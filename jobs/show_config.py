@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return 2
     values = config.model_dump(mode="json")
     values["models"]["api_key"] = ""
+    values["judge"]["api_key"] = ""
     if console.json_out:
         print(json.dumps(values, indent=2), file=console.out)
     else:

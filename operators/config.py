@@ -164,6 +164,13 @@ class IndexConfig(Section):
         "empty: RAY_ADDRESS (set by the Job API), else a new local Ray, never a cluster that "
         "happens to run on this machine",
     )
+    max_described_per_document: int = Field(
+        200,
+        ge=0,
+        description="--models openai/vllm: figures and tables of a document the model "
+        "describes (in page order); the rest keep their captions, and a truncated document "
+        "gets a failures row (stage enrich) that says how many were left out",
+    )
     section_window: int = Field(
         40, ge=1, description="title candidates per LLM section-refiner request (a window)"
     )
@@ -172,7 +179,10 @@ class IndexConfig(Section):
         None, ge=1, description="enrich workers (each loads the models once); None: CPUs"
     )
     model_gpus: float | None = Field(
-        None, ge=0, description="GPUs per model-running worker; None: 1 with vllm, else 0"
+        None,
+        ge=0,
+        description="GPUs per model-running worker; None: 1 with vllm, else 0 (an enrich "
+        "worker with a GPU embeds on it)",
     )
     pdfs_per_enrich_batch: int = Field(
         1, ge=1, description="PDF documents per enrich batch (one book's nodes go together)"
@@ -324,6 +334,13 @@ class QueryConfig(Section):
     ladrag_max_rounds: int = Field(
         20, ge=1, description="LAD-RAG agent: tool rounds at most (paper: 20)"
     )
+    agent_toc_documents: int = Field(
+        5,
+        ge=1,
+        description="DeepRead and LAD-RAG agents on a corpus question: documents whose tables "
+        "of contents the model is shown first (its tools still search all); the trace's "
+        "Documents step says how many were left out",
+    )
 
     @model_validator(mode="after")
     def _within_max_k(self) -> QueryConfig:
@@ -378,6 +395,25 @@ class ServeConfig(Section):
     )
 
 
+class JudgeConfig(Section):
+    """``bookindex eval``'s evaluation model (operators/eval/answer_judge.py): an
+    OpenAI-compatible endpoint apart from the answering model (``models``), which extracts the
+    short answer of a generated one and judges it against the gold answers. Empty: answers are
+    extracted by a rule and the judged accuracy is not computed."""
+
+    base_url: str = Field("", description="the judge's OpenAI-compatible endpoint (--judge-url)")
+    model: str = Field("", description="the judge's model name at the endpoint (--judge-model)")
+    api_key: str = Field(
+        "", description="its key (or BOOKINDEX_JUDGE__API_KEY); never written anywhere"
+    )
+    timeout_s: float = Field(120.0, gt=0, description="seconds per judge request")
+    max_retries: int = Field(2, ge=0, description="extra attempts after a non-JSON verdict")
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+
 class BookindexConfig(Section):
     """All of bookindex's configuration."""
 
@@ -388,6 +424,7 @@ class BookindexConfig(Section):
     relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
     query: QueryConfig = Field(default_factory=QueryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
 
 
 SECTIONS = tuple(BookindexConfig.model_fields)

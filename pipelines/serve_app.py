@@ -221,6 +221,7 @@ def portable(config: BookindexConfig) -> dict:
     out: a replica reads it from its environment)."""
     values = config.model_dump()
     values["models"].pop("api_key")
+    values["judge"].pop("api_key")
     return values
 
 
