@@ -5,6 +5,7 @@ formats of ../shared/data/README.md).
         --method zoom,bm25,dense --out DIR [--index DIR] [--limit N] [--batch 64]
     bookindex eval --docs DIR --questions questions.jsonl \\
         --method bookrag,deepread,zoom,ladrag --out DIR [--index DIR] [--k K]
+        [--judge-url URL --judge-model NAME]
     (both: [--device auto] [--config FILE] [--set SECTION.FIELD=VALUE ...])
 
 Example: ``bookindex eval --docs pdfs/ --questions questions.jsonl --out eval_out``
@@ -12,7 +13,12 @@ Example: ``bookindex eval --docs pdfs/ --questions questions.jsonl --out eval_ou
 PDF QA (``--docs``): indexes the PDFs (or reuses the index), asks every question of its own
 document with each method of the query API, and scores each method beside dense top-k with the
 same number of evidence units: page recall, perfect recall, irrelevant-page ratio, span recall
-(when ``evidence_texts`` are given), EM/F1 (when an answer is produced), units returned.
+(when ``evidence_texts`` are given), units returned; and the answers the papers score
+(``operators/eval/answer_judge.py``): EM/F1 after answer extraction, inclusion accuracy,
+LLM-judged accuracy (only with a judge endpoint apart from the answering model: ``--judge-url
+URL --judge-model NAME`` or the ``judge`` section; else "not computed"), the answering model's
+prompt and completion tokens per question from the endpoint's usage ("not measured" where the
+backend reports none) and seconds per question.
 
 Indexes the corpus through the index job (or reuses the index: only new passages are
 processed), runs every question through each method in batches, and writes per method
@@ -295,6 +301,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="PDF QA: the part of --split to ask (e.g. tune or report): only its documents' "
         "questions",
     )
+    parser.add_argument(
+        "--judge-url",
+        default=None,
+        help="PDF QA: the judge's OpenAI-compatible endpoint (judge.base_url), apart from the "
+        "answering model: it extracts short answers and judges them (LLM-judged accuracy); "
+        "without one answers are extracted by rule and the judged accuracy is not computed",
+    )
+    parser.add_argument("--judge-model", default=None, help="the judge's model (judge.model)")
     parser.add_argument("--batch", type=int, default=64, help="queries per retrieval batch")
     parser.add_argument("--device", default=None, help="walk engine: auto, cpu or gpu")
     parser.add_argument(
@@ -319,7 +333,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     try:
-        config = config_from_args(args, {"walk": {"device": args.device}})
+        config = config_from_args(
+            args,
+            {
+                "walk": {"device": args.device},
+                "judge": {"base_url": args.judge_url, "model": args.judge_model},
+            },
+        )
     except (ConfigError, OSError, ValueError) as exc:
         console.error(str(exc))
         return 2
@@ -383,6 +403,7 @@ def _evaluate(args: argparse.Namespace, config: BookindexConfig, console: Consol
 
 
 def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console) -> int:
+    from bookindex.operators.eval.answer_judge import AnswerScorer, judge_backend
     from bookindex.operators.eval.pdf_qa import (
         Baselines,
         evaluate_pdf_method,
@@ -423,13 +444,19 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     engine = open_engine(index, config)
     k = config.query.k if args.k is None else args.k
     baselines = Baselines(engine)  # each question's baselines, asked once for every method
-    rows = {
-        method: evaluate_pdf_method(
-            engine, questions, method, k, baselines, stream=console.progress_stream
+    scorer = AnswerScorer(judge_backend(config.judge))  # no judge: rule extraction, unjudged
+    rows, judge_tokens = {}, {}
+    for method in methods:
+        before = scorer.usage
+        rows[method] = evaluate_pdf_method(
+            engine, questions, method, k, baselines, stream=console.progress_stream, scorer=scorer
         )
-        for method in methods
-    }
+        after = scorer.usage
+        if before is not None and after is not None:
+            judge_tokens[method] = {key: after[key] - before[key] for key in after}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
+    for method, used in judge_tokens.items():  # the judge's own, apart from the method's
+        metrics[method]["judge_tokens"] = used
     report = pdf_markdown(metrics, args.questions)
     report += index_notes(
         index, QUERY, [*methods, "dense"], "\n\n".join(filter(None, [stale_note, mixed_note]))

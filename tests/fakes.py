@@ -1,14 +1,17 @@
 """Test doubles shared by several tests: a fake OpenAI-compatible HTTP server on 127.0.0.1.
 
 It stands in for a model endpoint only where the test is about something else (the backend's
-retry logic, the section refiner, the index job's model stages); it answers chat completions by
-a rule the test gives and embeddings with deterministic letter counts.
+retry logic, the section refiner, the index job's model stages, the evaluation's answer
+metrics); it answers chat completions by a rule the test gives (``EvidenceEcho``: from the
+evidence it is sent; ``FakeJudge``: extraction and verdicts by a stated rule), counts the
+tokens it reports (``usage``) and answers embeddings with deterministic letter counts.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,9 +26,18 @@ class FakeOpenAI:
     that requests sent together overlap; ``max_in_flight`` is the most requests it was
     answering at once."""
 
-    def __init__(self, chat: Callable[[dict], Reply], delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        chat: Callable[[dict], Reply],
+        delay_s: float = 0.0,
+        count_tokens: bool = False,
+    ) -> None:
         self.chat = chat
         self.delay_s = delay_s
+        # count_tokens: each chat answer's usage is its words (prompt: every message's text,
+        # completion: the reply's), else 7 and 3; ``usage`` tallies what it reported
+        self.count_tokens = count_tokens
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
         self.requests: list[tuple[str, dict]] = []
         self.spans: list[tuple[float, float, dict]] = []  # (start, end, body) of each request
         self.in_flight = self.max_in_flight = 0
@@ -75,6 +87,13 @@ class FakeOpenAI:
         reply = self.chat(body)
         if isinstance(reply, tuple):
             return reply
+        prompt, completion = 7, 3
+        if self.count_tokens:
+            prompt, completion = len(prompt_text(body).split()), len(reply.split())
+        with self._lock:
+            self.usage["prompt_tokens"] += prompt
+            self.usage["completion_tokens"] += completion
+            self.usage["requests"] += 1
         return 200, {
             "id": f"cmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -87,7 +106,11 @@ class FakeOpenAI:
                     "finish_reason": "stop",
                 }
             ],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
         }
 
     @property
@@ -173,3 +196,82 @@ class PoisonWorker:
                 kept.append(i)
         out = batch.take(pa.array(kept, pa.int64()))
         return out.append_column("seen", pa.array(seen, pa.int64()))
+
+
+def chat_schema(body: dict) -> dict:
+    """The JSON schema a chat request asks its answer to follow ({} when none)."""
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or {}).get("schema") or {}
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence (5 words or more) of the evidence in a prompt: the text of the first
+    JSON observation line with a "text" (DeepRead, LAD-RAG), else of the first "[1] ..."
+    evidence entry (Reduce); "" when the prompt holds none."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and '"text"' in line:
+            try:
+                found = str(json.loads(line).get("text") or "")
+            except ValueError:
+                continue
+            if found.strip():
+                return _sentence(found)
+    marker = re.search(r"\[1\] (.+)", text)
+    return _sentence(marker.group(1)) if marker else ""
+
+
+def _sentence(text: str) -> str:
+    for piece in re.split(r"(?<=[.!?])\s+", " ".join(text.split())):
+        if len(piece.split()) >= 5:
+            return piece
+    return " ".join(text.split())[:200]
+
+
+class EvidenceEcho:
+    """An answering model that answers from the evidence it is sent: an agent (DeepRead,
+    LAD-RAG) searches for the question once and then answers with the first sentence of what
+    it was shown; a final-answer request (``{"answer"}`` schema) gets the first sentence of its
+    first cited evidence; with no evidence, "Not answerable". Every other step (query class,
+    filters, entities, ...) gets an unusable "{}", so the rules stand (and say so)."""
+
+    def __call__(self, body: dict) -> str:
+        properties = chat_schema(body).get("properties", {})
+        text = prompt_text(body)
+        sentence = first_sentence(text) or "Not answerable"
+        if "action" in properties:
+            if "Observation:" not in text:
+                verbs = properties["action"].get("enum", [])
+                verb = "retrieve" if "retrieve" in verbs else "semantic_search"
+                question = re.search(r"Question: (.+)", text)
+                query = question.group(1) if question else "answer"
+                return json.dumps({"thought": "search", "action": verb, "query": query})
+            return json.dumps(
+                {"thought": "answer", "action": "answer", "answer": sentence, "node_ids": []}
+            )
+        if "answer" in properties:
+            return json.dumps({"answer": sentence})
+        return "{}"
+
+
+class FakeJudge:
+    """A judge endpoint with a stated rule, keyed by the gold answers it is told about
+    (``golds``: question text → gold answers). Extraction: the gold answer when the long
+    answer contains it (the test's ``contains``), else the long answer's first three words;
+    verdict: correct when the answer contains a gold answer."""
+
+    def __init__(self, golds: dict[str, list[str]], contains: Callable[[str, list[str]], bool]):
+        self.golds, self.contains = golds, contains
+
+    def __call__(self, body: dict) -> str:
+        properties = chat_schema(body).get("properties", {})
+        text = prompt_text(body)
+        question = next((q for q in self.golds if q.strip() in text), None)
+        gold = self.golds.get(question, [])
+        if "correct" in properties:
+            answer = text.rsplit("Answer: ", 1)[-1]
+            return json.dumps({"correct": self.contains(answer, gold)})
+        long_answer = text.rsplit("Long answer: ", 1)[-1]
+        if self.contains(long_answer, gold):
+            return json.dumps({"answer": gold[0]})
+        return json.dumps({"answer": " ".join(long_answer.split()[:3])})

@@ -6,8 +6,11 @@ For each question (canonical PDF QA format: question, answers, doc, evidence_pag
 evidence_texts, answer_format) and method, the method answers inside the question's document
 at the configured k; then each baseline retrieves exactly as many units as the method returned.
 Page metrics count answerable questions (those with evidence pages); span recall those with
-evidence texts; EM/F1 those with a gold answer other than "Not answerable" whenever the method
-answered.
+evidence texts. Answer metrics (``operators.eval.answer_judge.AnswerScorer``: EM/F1 after
+answer extraction, inclusion accuracy, with a judge endpoint the judged accuracy; unanswerable
+questions scored as MMLongBench does) count the questions the method answered (``answered``);
+each row also holds the answering model's tokens (``usage``: the result's own, else the
+engine backend's tally around the call; absent: not measured) and its seconds.
 
 Curves: recall at a budget of n evidence units, n = 1..20: each baseline's top n (one list of
 20 a question: its first n units are its top n), and each method asked with k = n at the
@@ -24,19 +27,22 @@ import math
 import time
 from typing import TextIO
 
+from bookindex.operators.eval.answer_judge import AnswerScorer
 from bookindex.operators.eval.progress import Progress
-from bookindex.operators.eval.qa_metrics import exact_match, page_metrics, span_recall, token_f1
+from bookindex.operators.eval.qa_metrics import page_metrics, span_recall
 from bookindex.operators.query.bookrag import fallbacks
 from bookindex.operators.query.engine import QueryEngine
 
 PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
-UNANSWERABLE = "not answerable"
 BASELINES = ("dense", "hybrid")
 CURVE_UNITS = 20
 CURVE_POINTS = (1, 3, 5, 10, 15, 20)  # the budgets each method is asked at for its curve
 
 
-def score_unit_list(question: dict, evidence: list[dict], answer: str | None) -> dict:
+def score_unit_list(question: dict, evidence: list[dict], answer: str | None = None) -> dict:
+    """The retrieval metrics of an evidence list: units, page metrics (answerable questions),
+    span recall (questions with evidence texts). ``answer`` is scored apart
+    (``AnswerScorer``); kept for callers that pass it."""
     row: dict = {"n_units": len(evidence)}
     pages = page_metrics(evidence, question.get("evidence_pages") or [])
     if pages is not None:
@@ -44,11 +50,42 @@ def score_unit_list(question: dict, evidence: list[dict], answer: str | None) ->
     spans = span_recall(question.get("evidence_texts") or [], [e["text"] for e in evidence])
     if spans is not None:
         row["span_recall"] = spans
-    answers = [a for a in question.get("answers", []) if a]
-    if answer and answers and UNANSWERABLE not in {a.strip().lower() for a in answers}:
-        row["em"] = exact_match(answer, answers)
-        row["f1"] = token_f1(answer, answers)
     return row
+
+
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "requests")
+
+
+def answer_usage(result: dict, backend, before: dict[str, int] | None) -> dict[str, int] | None:
+    """The answering model's tokens of one answer: the result's ``usage`` when it has one,
+    else the difference of the engine backend's tally (``usage``, the OpenAI-compatible and
+    vLLM backends keep one) since ``before``; None when neither is known (not measured)."""
+    used = result.get("usage")
+    if isinstance(used, dict):
+        return {k: int(used.get(k, 0) or 0) for k in USAGE_KEYS}
+    now = usage_tally(backend)
+    if now is None or before is None:
+        return None
+    return {k: now[k] - before[k] for k in USAGE_KEYS}
+
+
+def engine_backend(engine: QueryEngine):
+    """The model backend an engine answers with (None: it has none)."""
+    return getattr(getattr(engine, "model", None), "backend", None)
+
+
+def usage_tally(backend) -> dict[str, int] | None:
+    """The backend's tokens and requests so far (None: it keeps no tally, as the offline one)."""
+    used = getattr(backend, "usage", None)
+    if not isinstance(used, dict):
+        return None
+    return {k: int(used.get(k, 0) or 0) for k in USAGE_KEYS}
+
+
+def add_usage(total: dict[str, int] | None, more: dict[str, int] | None) -> dict[str, int] | None:
+    if more is None:
+        return total
+    return {k: (total or {}).get(k, 0) + more[k] for k in USAGE_KEYS}
 
 
 def recall_curve(question: dict, evidence: list[dict], units: int = CURVE_UNITS) -> dict:
@@ -69,22 +106,32 @@ def recall_curve(question: dict, evidence: list[dict], units: int = CURVE_UNITS)
 
 
 def method_curve(
-    engine: QueryEngine, question: dict, method: str, k: int, evidence: list[dict]
+    engine: QueryEngine,
+    question: dict,
+    method: str,
+    k: int,
+    evidence: list[dict],
+    usage: dict | None = None,
 ) -> dict[str, list[float]]:
     """A method's recall at each budget n of ``CURVE_POINTS``, as lists over ``CURVE_POINTS``
     (a baseline's curve: ``recall_curve``, over 1..20): the method asked with the k that makes
     about n units and scored on its first n. A method returns a number of units per k of its
     own (DeepRead widens each of its k hits by its scan window: about 3k; LAD-RAG spends a
     budget of ``query.ladrag_budget`` × k), read from its answer at ``k`` (``evidence``), so
-    at budget n it is asked with k = ⌈n / units per k⌉."""
+    at budget n it is asked with k = ⌈n / units per k⌉. The answering model's tokens of
+    these extra asks are added to ``usage["curve"]`` when given."""
     per_k = max(1.0, len(evidence) / k) if evidence else 1.0
     asked: dict[int, list[dict]] = {k: evidence}
     curves: dict[str, list[float]] = {}
     for n in CURVE_POINTS:
         k_n = max(1, math.ceil(n / per_k - 1e-9))
         if k_n not in asked:
+            before = usage_tally(engine_backend(engine))
             found = engine.answer(question["question"], method, question["doc"], k_n)
             asked[k_n] = found["evidence"]
+            if usage is not None:
+                spent = answer_usage(found, engine_backend(engine), before)
+                usage["curve"] = add_usage(usage.get("curve"), spent)
         point = recall_curve(question, asked[k_n][:n], n)
         for metric, values in point.items():
             curves.setdefault(metric, []).append(values[-1])
@@ -116,17 +163,24 @@ def evaluate_pdf_method(
     baselines: Baselines | None = None,
     curves: bool = True,
     stream: TextIO | None = None,
+    scorer: AnswerScorer | None = None,
 ) -> list[dict]:
-    """One row per question: the method's answer and evidence at ``k`` scored, each baseline
+    """One row per question: the method's answer and evidence at ``k`` scored (retrieval,
+    and the answer by ``scorer``: extraction by rule and no judge when None), each baseline
     at the same number of units (``dense_*``, ``hybrid_*``), and with ``curves`` the recall
-    curves of the method and of the baselines (``curve``, ``dense_curve``, ``hybrid_curve``)."""
+    curves of the method and of the baselines (``curve``, ``dense_curve``, ``hybrid_curve``).
+    ``usage``: the answering model's tokens of the answer at ``k`` (absent: not measured),
+    ``curve_usage`` those of the curve's extra asks; ``seconds``: the answer at ``k``."""
     baselines = baselines or Baselines(engine)
+    scorer = scorer or AnswerScorer()
     rows = []
     progress = Progress(method, len(questions), stream)
     for question in questions:
+        before = usage_tally(engine_backend(engine))
         started = time.perf_counter()
         result = engine.answer(question["question"], method, question["doc"], k)
         seconds = time.perf_counter() - started
+        usage = answer_usage(result, engine_backend(engine), before)
         evidence = result["evidence"]
         row = {
             "id": question["id"],
@@ -141,7 +195,10 @@ def evaluate_pdf_method(
             "fallbacks": fallbacks(result["trace"]),
             "seconds": round(seconds, 4),
         }
-        row.update(score_unit_list(question, evidence, result["answer"]))
+        if usage is not None:
+            row["usage"] = usage
+        row.update(score_unit_list(question, evidence))
+        row.update(scorer.score(question, result["answer"]))
         for name in BASELINES:
             found = []
             if evidence and result["error"] is None:
@@ -149,7 +206,10 @@ def evaluate_pdf_method(
             matched = score_unit_list(question, found, None)
             row.update({f"{name}_{key}": value for key, value in matched.items()})
         if curves and result["error"] is None:
-            row["curve"] = method_curve(engine, question, method, k, evidence)
+            extra: dict = {}
+            row["curve"] = method_curve(engine, question, method, k, evidence, extra)
+            if extra.get("curve") is not None:
+                row["curve_usage"] = extra["curve"]
             for name in BASELINES:
                 found = baselines.evidence(question, name, CURVE_UNITS)
                 row[f"{name}_curve"] = recall_curve(question, found)
@@ -164,7 +224,7 @@ def summarise_pdf(rows: list[dict]) -> dict:
         return sum(values) / len(values) if values else None
 
     out: dict = {"questions": len(rows)}
-    keys = (*PAGE_KEYS, "span_recall", "em", "f1", "n_units")
+    keys = (*PAGE_KEYS, "span_recall", "n_units")
     for key in keys:
         for name in (key, *(f"{b}_{key}" for b in BASELINES)):
             value = mean(name)
@@ -181,9 +241,42 @@ def summarise_pdf(rows: list[dict]) -> dict:
     out["errors"] = sum(1 for r in rows if r["error"])
     out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
     out["answers_with_fallback"] = sum(1 for r in rows if r.get("fallbacks"))
+    out.update(summarise_answers(rows))
     out["seconds_per_query"] = mean("seconds") or 0.0
     out["seconds"] = seconds_spread([r["seconds"] for r in rows if "seconds" in r])
     out["per_document"] = per_document(rows)
+    return out
+
+
+ANSWER_KEYS = ("em", "f1", "inclusion", "judge")
+
+
+def summarise_answers(rows: list[dict]) -> dict:
+    """The answer metrics over the questions a method answered: ``answered`` (with an answer
+    and a gold one), the means of EM, F1, inclusion and the judge's verdict (``judge``: only
+    over judged questions, ``judged`` of them; absent: not computed), ``judge_errors``,
+    ``extracted_by_model``, and ``tokens``: the answering model's prompt and completion tokens
+    and requests over every question (``measured`` questions; None: not measured), per
+    question, and those of the curves' extra asks (``curve_tokens``)."""
+    out: dict = {"answered": sum(1 for r in rows if "em" in r)}
+    for key in ANSWER_KEYS:
+        values = [r[key] for r in rows if key in r]
+        if values:
+            out[key] = sum(values) / len(values)
+    out["judged"] = sum(1 for r in rows if "judge" in r)
+    out["judge_errors"] = sum(1 for r in rows if "judge_error" in r)
+    out["extracted_by_model"] = sum(1 for r in rows if r.get("extraction") == "model")
+    measured = [r["usage"] for r in rows if "usage" in r]
+    tokens = None
+    if measured:
+        tokens = {k: sum(u[k] for u in measured) for k in USAGE_KEYS}
+        tokens["measured"] = len(measured)
+        for k in ("prompt_tokens", "completion_tokens"):
+            tokens[f"{k}_per_question"] = tokens[k] / len(measured)
+    out["tokens"] = tokens
+    curve = [r["curve_usage"] for r in rows if "curve_usage" in r]
+    if curve:
+        out["curve_tokens"] = {k: sum(u[k] for u in curve) for k in USAGE_KEYS}
     return out
 
 
@@ -223,8 +316,8 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         "Each method beside dense top-k and hybrid (BM25 + dense, reciprocal-rank fused) with "
         "the same number of evidence units per question.\n",
         "| method | units | page recall | dense | hybrid | PR | dense PR | IPR | dense IPR "
-        "| span recall | dense span | hybrid span | EM | F1 | s/query |",
-        "|---|" + "---|" * 14,
+        "| span recall | dense span | hybrid span | s/query |",
+        "|---|" + "---|" * 12,
     ]
 
     def pct(m: dict, key: str) -> str:
@@ -243,11 +336,10 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
             pct(m, "span_recall"),
             pct(m, "dense_span_recall"),
             pct(m, "hybrid_span_recall"),
-            pct(m, "em"),
-            pct(m, "f1"),
             f"{m['seconds_per_query']:.2f}",
         ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += answer_table(metrics)
     lines += curve_tables(metrics)
     lines += ["", "Model calls that fell back to the rules (each is in the answer's trace):", ""]
     lines += [
@@ -256,6 +348,58 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         for method, m in metrics.items()
     ]
     return "\n".join(lines) + "\n"
+
+
+def answer_table(metrics: dict[str, dict]) -> list[str]:
+    """The answer metrics per method (``summarise_answers``), "–" where a method gave no
+    answer, "not computed" (no judge endpoint) and "not measured" (no token counts) said."""
+    lines = [
+        "",
+        "Answers (EM/F1 after answer extraction, inclusion accuracy, LLM-judged accuracy; "
+        "unanswerable questions right when the answer declines; tokens: the answering "
+        "model's, from the endpoint's usage):",
+        "",
+        "| method | answered | EM | F1 | inclusion | judge | prompt tok/q | completion tok/q "
+        "| requests | s/question |",
+        "|---|" + "---|" * 9,
+    ]
+    for method, m in metrics.items():
+        answered = m.get("answered", 0)
+        judge = "not computed" if not m.get("judged") else f"{100 * m['judge']:.1f}"
+        tokens = m.get("tokens")
+        if tokens:
+            used = [
+                f"{tokens['prompt_tokens_per_question']:.0f}",
+                f"{tokens['completion_tokens_per_question']:.0f}",
+                str(tokens["requests"]),
+            ]
+        else:
+            used = ["not measured"] * 3
+        cells = [
+            f"{answered} of {m['questions']}",
+            *(f"{100 * m[k]:.1f}" if answered and k in m else "–" for k in ("em", "f1")),
+            f"{100 * m['inclusion']:.1f}" if answered and "inclusion" in m else "–",
+            judge,
+            *used,
+            f"{m['seconds_per_query']:.2f}",
+        ]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    judge_notes = [
+        f"- {method}: {m['judge_errors']} judge call(s) failed (those questions unjudged)"
+        for method, m in metrics.items()
+        if m.get("judge_errors")
+    ]
+    judge_notes += [
+        f"- {method}: the judge used {m['judge_tokens']['prompt_tokens']} prompt and "
+        f"{m['judge_tokens']['completion_tokens']} completion tokens in "
+        f"{m['judge_tokens']['requests']} requests (not counted above)"
+        for method, m in metrics.items()
+        if m.get("judge_tokens")
+    ]
+    extracted = {m.get("extracted_by_model", 0) for m in metrics.values()}
+    how = "by the judge model" if extracted != {0} else "by rule (no judge endpoint)"
+    lines += ["", f"Short answers extracted {how}.", *judge_notes]
+    return lines
 
 
 def curve_tables(metrics: dict[str, dict]) -> list[str]:

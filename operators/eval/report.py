@@ -10,7 +10,10 @@ PDF QA (``operators.eval.pdf_qa.summarise_pdf``'s metrics per method):
   beside each baseline asked for as many units (its own square);
 - recall per document (``per_document``) and method, dense's and hybrid's at the same units
   beside it;
-- seconds per question per method: the mean, the median and the 90th percentile (``seconds``).
+- seconds per question per method: the mean, the median and the 90th percentile (``seconds``);
+- the answer metrics per method (``answers_table``): EM, F1, inclusion, the judge's accuracy
+  ("not computed" without a judge) and the answering model's tokens per question ("not
+  measured" without usage).
 
 Passage QA (``jobs.evaluate.summarise``'s): recall@k against k per method, dense dashed, and
 seconds per query.
@@ -290,6 +293,37 @@ def _table(metrics: dict[str, dict], keys: list[str]) -> str:
     return f"<table><tr><th>method</th>{head}</tr>{''.join(rows)}</table>"
 
 
+def answers_table(metrics: dict[str, dict]) -> str:
+    """The answer metrics per method (``pdf_qa.summarise_answers``): each cell carries its
+    figure (``data-value``), and says "not computed" (no judge) or "not measured" (no token
+    counts) where the figure does not exist."""
+
+    def cell(method: str, key: str, value, shown: str) -> str:
+        data = f' data-value="{value}"' if value is not None else ""
+        return f'<td data-method="{escape(method)}" data-key="{key}"{data}>{escape(shown)}</td>'
+
+    keys = ["answered", "em", "f1", "inclusion", "judge", "prompt tok/q", "completion tok/q"]
+    head = "".join(f"<th>{escape(k)}</th>" for k in keys)
+    rows = []
+    for method, m in metrics.items():
+        cells = [cell(method, "answered", m.get("answered", 0), str(m.get("answered", 0)))]
+        for key in ("em", "f1", "inclusion"):
+            value = m.get(key) if m.get("answered") else None
+            cells.append(cell(method, key, value, "–" if value is None else f"{value:.3f}"))
+        judged = m.get("judge") if m.get("judged") else None
+        cells.append(
+            cell(method, "judge", judged, "not computed" if judged is None else f"{judged:.3f}")
+        )
+        tokens = m.get("tokens") or {}
+        for key in ("prompt_tokens_per_question", "completion_tokens_per_question"):
+            value = tokens.get(key)
+            cells.append(
+                cell(method, key, value, "not measured" if value is None else f"{value:.1f}")
+            )
+        rows.append(f"<tr><td>{escape(method)}</td>{''.join(cells)}</tr>")
+    return f"<table><tr><th>method</th>{head}</tr>{''.join(rows)}</table>"
+
+
 def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
     """The report of ``metrics`` (``metrics.json`` as read back) for ``kind`` (PDF or PASSAGE)."""
     if kind == PDF:
@@ -310,6 +344,11 @@ def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
                     units_panels(metrics, metric),
                 ]
         sections += [
+            "<h2>Answers</h2>",
+            '<p class="note">EM/F1 after answer extraction, inclusion accuracy and the '
+            "LLM-judged accuracy over the questions each method answered; tokens: the "
+            "answering model's, from the endpoint's usage.</p>",
+            answers_table(metrics),
             "<h2>Recall per document</h2>",
             '<p class="note">Each method (colour) and the baselines asked for the same number '
             "of units (grey), over the document's questions with that gold.</p>",
