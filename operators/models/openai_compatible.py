@@ -7,9 +7,11 @@
   client's own retries) are ``ModelError`` too: callers only ever see ``ModelError``.
 - ``embed``: the endpoint's embeddings when ``config.embed_model`` is set (its width:
   ``config.embed_dim``, or its first answer), else the offline embedder; rows are
-  L2-normalised float32. ``rerank``: cosine over ``embed``.
+  L2-normalised float32. ``rerank``: the embedding cosine over ``embed`` (no reranking model).
 - ``describe_image``: a chat message with the PNG as a base64 data URI.
-- ``usage``: tokens used so far (prompt/completion/embedding) and the number of requests.
+- ``usage``: tokens used so far (prompt/completion/embedding) and the number of requests, from
+  each response's ``usage``; ``tally`` counts them thread-safely and meters one thread's calls
+  (``operators.models.usage``: the query API's per-question ``usage``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from bookindex.operators.models.base import (
 )
 from bookindex.operators.models.prompts import ENTITY_SCHEMA, SCHEMA_PROMPT
 from bookindex.operators.models.structured import complete_json
+from bookindex.operators.models.usage import UsageTally
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
@@ -41,7 +44,8 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class OpenAIBackend:
-    """A ``ModelBackend`` over an OpenAI-compatible HTTP endpoint (not thread-safe)."""
+    """A ``ModelBackend`` over an OpenAI-compatible HTTP endpoint (its usage tally is
+    thread-safe; the schema fallback flag is not)."""
 
     name = "openai"
 
@@ -60,12 +64,8 @@ class OpenAIBackend:
             timeout=config.timeout_s,
             max_retries=max(0, config.max_retries),
         )
-        self.usage: dict[str, int] = {
-            "requests": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "embedding_tokens": 0,
-        }
+        self.tally = UsageTally("embedding_tokens")
+        self.usage: dict[str, int] = self.tally.totals
         self._json_schema_ok = True  # cleared when the endpoint rejects response_format
         self._dim = config.embed_dim if config.embed_model else self._offline.dim
 
@@ -158,7 +158,7 @@ class OpenAIBackend:
         }
         if response_format is not None:
             kwargs["response_format"] = response_format
-        self.usage["requests"] += 1
+        self.tally.add(requests=1)
         try:
             response = self.client.chat.completions.create(**kwargs)
         except (openai.BadRequestError, openai.UnprocessableEntityError) as e:
@@ -169,8 +169,10 @@ class OpenAIBackend:
             raise ModelError(f"chat request to {self.base_url} failed: {e}") from e
         usage = getattr(response, "usage", None)
         if usage is not None:
-            self.usage["prompt_tokens"] += int(getattr(usage, "prompt_tokens", 0) or 0)
-            self.usage["completion_tokens"] += int(getattr(usage, "completion_tokens", 0) or 0)
+            self.tally.add(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            )
         try:
             return response.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError):
@@ -211,7 +213,7 @@ class OpenAIBackend:
         return vectors
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        self.usage["requests"] += 1
+        self.tally.add(requests=1)
         try:
             response = self.client.embeddings.create(
                 model=self.config.embed_model, input=batch, encoding_format="float"
@@ -224,10 +226,11 @@ class OpenAIBackend:
             raise ModelError(f"embedding endpoint returned {len(rows)} rows for {len(batch)}")
         usage = getattr(response, "usage", None)
         if usage is not None:
-            self.usage["embedding_tokens"] += int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.tally.add(embedding_tokens=getattr(usage, "prompt_tokens", 0) or 0)
         return rows
 
     def rerank(self, query: str, candidates: list[str]) -> list[float]:
+        """The embedding cosine of each candidate to the query (not a reranking model)."""
         if not candidates:
             return []
         vectors = self.embed([query, *candidates])

@@ -5,7 +5,7 @@ The index side: entity extraction (BookRAG §4.3), the section filter (BookRAG �
 among entity-resolution candidates (BookRAG Alg. 1), figure descriptions, and the structured
 output retry (operators/models/structured.py). The query side: question classification, global
 filters, entity names, decomposition, section choice, the answer (BookRAG §5) and DeepRead's
-ReAct step. Plain data: the modules that send them import them from here; nothing here calls a
+ReAct step, BookRAG's batched Map, and the cited answer every query method ends with. Plain data: the modules that send them import them from here; nothing here calls a
 model.
 """
 
@@ -228,15 +228,61 @@ SECTIONS_PROMPT = (
     '{"sections": [section numbers from the list, best first]}'
 )
 
-ANSWER_SCHEMA: dict[str, Any] = {
+# ---- the cited answer of every query method (operators/query/answering.py) --------------------
+
+CITED_ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"answer": {"type": "string"}},
-    "required": ["answer"],
+    "properties": {
+        "answer": {"type": "string"},
+        "sentences": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "cites": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["text", "cites"],
+            },
+        },
+    },
+    "required": ["answer", "sentences"],
 }
 
-ANSWER_PROMPT = (
-    "Answer the question from the evidence only. If the evidence does "
-    'not contain the answer, answer "Not answerable". JSON: {"answer": str}'
+CITED_ANSWER_PROMPT = (
+    "Answer the question from the numbered evidence only. Each evidence unit is given as "
+    "[number] (document, page, section, paragraph) followed by its text. Give a short answer "
+    "(a number, a name, a list or a phrase; a sentence when the question needs one), then the "
+    "sentences that support it, each with the numbers of the evidence units it rests on. "
+    'If the evidence does not contain the answer, answer "Not answerable" with no sentences. '
+    'JSON: {"answer": str, "sentences": [{"text": str, "cites": [evidence numbers]}]}'
+)
+
+# ---- BookRAG's Map, batched per question (operators/query/bookrag_map.py) ---------------------
+
+PARTIALS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answers": {"type": "array", "items": {"type": "string"}}},
+    "required": ["answers"],
+}
+
+PARTIALS_PROMPT = (
+    "Answer each numbered sub-question briefly from the numbered evidence only (an empty "
+    'string where the evidence does not answer it). JSON: {"answers": [one answer per '
+    "sub-question, in order]}"
+)
+
+CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"keep": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["keep"],
+}
+
+CHECK_PROMPT = (
+    "A structural filter picked the numbered items below (tables, figures or section "
+    "headings, each with its page and text) for an aggregation question. Keep only the items "
+    "that are real instances of what the question counts or lists (not icons, logos, empty or "
+    'decorative items, not items off its topic). JSON: {"keep": [item numbers]}'
 )
 
 # ---- DeepRead's ReAct loop (operators/query/deepread.py) --------------------------------------

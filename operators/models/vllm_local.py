@@ -9,7 +9,7 @@ Untested on the development machine (no GPU, no vllm): written against vLLM's
   schema (``StructuredOutputsParams(json=...)`` in current vLLM, ``GuidedDecodingParams`` in
   older releases, found by feature detection), then the same repair / check / bounded retry as
   the openai backend (``operators.models.structured``).
-- ``embed`` / ``rerank``: the offline embedder.
+- ``embed`` / ``rerank``: the offline embedder (``rerank``: its cosine, not a reranking model).
 - ``config.vllm_options`` go to ``vllm.LLM(...)``, except ``max_tokens`` (default 2048), which
   bounds each answer.
 """
@@ -32,6 +32,7 @@ from bookindex.operators.models.base import (
 )
 from bookindex.operators.models.prompts import ENTITY_SCHEMA
 from bookindex.operators.models.structured import checked_answer, complete_json
+from bookindex.operators.models.usage import UsageTally
 
 DEFAULT_MAX_TOKENS = 2048
 NEEDS_VLLM = (
@@ -74,7 +75,8 @@ class VLLMBackend:
             self.llm = vllm.LLM(model=config.vllm_model_path, seed=config.seed, **options)
         except Exception as e:
             raise ModelError(f"vLLM could not load {config.vllm_model_path}: {e}") from e
-        self.usage: dict[str, int] = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.tally = UsageTally()
+        self.usage: dict[str, int] = self.tally.totals
 
     @staticmethod
     def check_config(config: ModelConfig) -> None:
@@ -110,9 +112,11 @@ class VLLMBackend:
             raise ModelError(f"vLLM generation failed: {e}") from e
         texts = []
         for out in outputs:
-            self.usage["requests"] += 1
-            self.usage["prompt_tokens"] += len(out.prompt_token_ids or [])
-            self.usage["completion_tokens"] += len(out.outputs[0].token_ids or [])
+            self.tally.add(
+                requests=1,
+                prompt_tokens=len(out.prompt_token_ids or []),
+                completion_tokens=len(out.outputs[0].token_ids or []),
+            )
             texts.append(out.outputs[0].text)
         return texts
 

@@ -12,14 +12,20 @@ node's relevance instead of cutting everything else) and ends with a Page_Ranker
 different pages) instead of Skyline: on MMLongBench the hard cuts and the graph criterion lost
 page recall offline (docs/results.md, PDF QA). ``plan="paper"`` runs eq. 9–10 as written.
 
-With a generative backend the classifier, the filter planner and Map/Reduce call it with JSON
-schemas (falling back to the rules when an answer is unusable); offline the rules of
-``operators.query.rules`` plan and Reduce answers extractively.
+With a generative backend the classifier, the filter planner, Map and Reduce call it with JSON
+schemas: Map in one request per question (``operators.query.bookrag_map``: the sub-questions
+answered together from the kept nodes; a global question's filtered nodes checked together),
+Reduce the cited answer (``operators.query.answering``), global COUNT and LIST questions
+included (the rules' count goes with the evidence as a note). A model answer that is unusable
+falls back to the rules, recorded in the step's ``fallbacks``. Offline the rules of
+``operators.query.rules`` plan, Map checks by rules and Reduce answers extractively; every Map
+and Reduce step says ``by`` "model" or "rules".
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +39,8 @@ from bookindex.operators.models.prompts import CLASS_SCHEMA as _CLASS_SCHEMA
 from bookindex.operators.models.prompts import FILTER_SCHEMA as _FILTER_SCHEMA
 from bookindex.operators.query import bookrag_ops as ops
 from bookindex.operators.query import scoring
+from bookindex.operators.query.answering import cited_answer
+from bookindex.operators.query.bookrag_map import MAP_UNITS, map_check, map_partials
 from bookindex.operators.query.rules import (
     GLOBAL,
     MULTI,
@@ -60,6 +68,7 @@ class AgentResult:
     answer: str | None
     answer_type: str  # generated / extractive / count / none
     trace: list[dict] = field(default_factory=list)
+    citations: list[dict] | None = None  # the model's Reduce: what its answer cites
 
 
 class Trace:
@@ -130,6 +139,7 @@ def run(
     query_class: str | None = None,
     plan: str = "structured",
     relevance: RelevanceConfig | None = None,
+    reranker: Any = None,
 ) -> AgentResult:
     """Answer one question inside ``scope`` (node positions: a document or the corpus) with
     ``k`` evidence units (the weights of ``relevance``, default ``RelevanceConfig()``).
@@ -139,7 +149,9 @@ def run(
     ``plan="structured"`` (the default; it measured better, see docs/results.md) keeps the same
     operators but uses the selections as scents instead of cuts: Extract → Select_by_Entity
     (the entity subtrees) → Select_by_Section (section scent) → Filter_Modal (as a preference)
-    → Text_Reasoning (``structured_relevance``) → Page_Ranker (k nodes on k pages)."""
+    → Text_Reasoning (``structured_relevance``) → Page_Ranker (k nodes on k pages).
+    ``reranker``: a cross-encoder (``models.rerank_model``) for the paper plan's
+    Text_Reasoning (``bookrag_ops.text_reasoning``); None: dense + BM25 alone."""
     if plan not in PLANS:
         raise ValueError(f"unknown plan {plan!r}; choose one of {PLANS}")
     relevance = relevance or RelevanceConfig()
@@ -157,22 +169,37 @@ def run(
             trace.step("Decompose", 1, len(parts), started, sub_questions=parts)
             questions += [p for p in parts if p != query]
         if plan == "paper":
-            found = _paper_single(index, questions, scope, engine, trace, max(k, 10), relevance)
+            found = _paper_single(
+                index, questions, scope, engine, trace, max(k, 10), relevance, reranker
+            )
         else:
             found = structured_evidence(index, questions, scope, k, relevance, trace)
         evidence, scores = found
         partials = None
         if len(questions) > 1:
             started = time.perf_counter()
-            partials = [
-                ops.best_sentence(index, q, [index.node_text(p) for p in evidence[:3]])
-                for q in questions[1:]
-            ]
-            trace.step("Map", len(questions) - 1, len(partials), started)
-        started = time.perf_counter()
-        answer, how = ops.reduce_answer(index, query, evidence, partials, trace.pending)
-        trace.step("Reduce", len(evidence), 1, started)
-        result = AgentResult(category, [], evidence, scores, answer, how)
+            by = "rules"
+            if is_generative(index.backend):
+                partials = map_partials(index, questions[1:], evidence, trace.pending)
+                by = "rules" if partials is None else "model"
+            if partials is None:
+                partials = [
+                    ops.best_sentence(index, q, [index.node_text(p) for p in evidence[:3]])
+                    for q in questions[1:]
+                ]
+            trace.step("Map", len(questions) - 1, len(partials), started, by=by)
+        notes = []
+        if partials:
+            notes = ["Partial answers to the sub-questions:", *(f"- {p}" for p in partials)]
+        result = _reduce(
+            index,
+            query,
+            evidence,
+            trace,
+            notes,
+            lambda: ops.reduce_answer(index, query, evidence, partials),
+        )
+        result.query_class, result.scores = category, scores
     result.query_class = category
     result.trace = trace.steps
     result.plan = [s["op"] for s in trace.steps]
@@ -248,6 +275,7 @@ def _paper_single(
     trace: Trace,
     max_keep: int,
     relevance: RelevanceConfig,
+    reranker: Any = None,
 ) -> tuple[list[int], list[float]]:
     """eq. 9–10 as written, for each (sub-)question; the union keeps each node's best score."""
     merged: dict[int, float] = {}
@@ -280,8 +308,9 @@ def _paper_single(
         graph = ops.graph_reasoning(index, leaves, [entities], engine, relevance)[0]
         trace.step("Graph_Reasoning", len(leaves), int((graph > 0).sum()), started)
         started = time.perf_counter()
-        text = ops.text_reasoning(index, query, leaves, vector, trace.pending)
-        trace.step("Text_Reasoning", len(leaves), len(leaves), started)
+        text = ops.text_reasoning(index, query, leaves, vector, reranker)
+        scorer = "cross-encoder + bm25 + dense" if reranker is not None else "bm25 + dense"
+        trace.step("Text_Reasoning", len(leaves), len(leaves), started, scorer=scorer)
         started = time.perf_counter()
         if (graph > 0).any():
             kept, scores = ops.skyline_ranker(leaves, [graph, text], max_keep=per_part)
@@ -323,22 +352,64 @@ def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -
             trace.step("Filter_Modal", before, len(selected), started, modal="section")
     started = time.perf_counter()
     topic = spec.get("topic", "")
-    checked = [p for p in selected.tolist() if ops.passes_check(index, p, check or "", topic)]
+    candidates, kept, by = selected.tolist(), None, "rules"
+    if is_generative(index.backend):
+        kept = map_check(index, query, candidates, trace.pending)
+        by = "rules" if kept is None else "model"
+    if kept is None:
+        checked = [p for p in candidates if ops.passes_check(index, p, check or "", topic)]
+    else:  # the nodes past the request's are checked by the rules
+        rest = candidates[MAP_UNITS:]
+        checked = kept + [p for p in rest if ops.passes_check(index, p, check or "", topic)]
     if check == "image":
         checked = ops.figure_units(index, checked)
-    trace.step("Map", len(selected), len(checked), started, check=check, topic=topic)
-    started = time.perf_counter()
+    trace.step("Map", len(selected), len(checked), started, check=check, topic=topic, by=by)
     operation = spec["operation"]
-    if operation == "COUNT":
-        answer, how = str(len(checked)), "count"
-    elif operation == "LIST":
-        answer = "; ".join(index.title[p] or index.text[p][:80] for p in checked[:50])
-        how = "extractive"
-    else:
-        answer, how = ops.reduce_answer(index, query, checked, fallbacks=trace.pending)
-    trace.step("Reduce", len(checked), 1, started, operation=operation)
+    notes = [
+        f"A structural filter ({operation} question) kept {len(selected)} items and the check "
+        f"kept {len(checked)}; the evidence below is those items in document order."
+    ]
+
+    def rules() -> tuple[str, str]:
+        if operation == "COUNT":
+            return str(len(checked)), "count"
+        if operation == "LIST":
+            listed = "; ".join(index.title[p] or index.text[p][:80] for p in checked[:50])
+            return listed, "extractive"
+        return ops.reduce_answer(index, query, checked)
+
+    result = _reduce(index, query, checked, trace, notes, rules, operation=operation)
     evidence = checked[:MAX_GLOBAL_EVIDENCE]
-    return AgentResult(GLOBAL, [], evidence, [1.0] * len(evidence), answer, how)
+    result.evidence, result.scores = evidence, [1.0] * len(evidence)
+    return result
+
+
+def _reduce(
+    index: ReadModel,
+    query: str,
+    evidence: list[int],
+    trace: Trace,
+    notes: list[str],
+    rules: Callable[[], tuple[str, str]],
+    **details: Any,
+) -> AgentResult:
+    """Reduce: the model's cited answer from the evidence (and the notes: partial answers,
+    the filter's counts) with a generative backend; else, or when it fails (recorded), the
+    rules' answer and how it was made (``rules()``)."""
+    started = time.perf_counter()
+    if is_generative(index.backend) and evidence:
+        answered = cited_answer(index, query, evidence, notes)
+        if answered.answer is not None:
+            dropped = ("op", "in", "out", "s")
+            model_step = {k: v for k, v in answered.step.items() if k not in dropped}
+            trace.step("Reduce", len(evidence), 1, started, **details, **model_step)
+            return AgentResult(
+                "", [], evidence, [], answered.answer, "generated", citations=answered.citations
+            )
+        ops.record_fallback(trace.pending, "Reduce", answered.step["fallbacks"][0]["error"])
+    answer, how = rules()
+    trace.step("Reduce", len(evidence), 1, started, **details, by="rules")
+    return AgentResult("", [], evidence, [], answer, how)
 
 
 def _sections_named(index: ReadModel, positions: np.ndarray, value: str) -> list[int]:

@@ -4,11 +4,13 @@ Formulators: ``extract`` (query entities linked to KG entities), ``decompose``.
 Selectors: ``filter_modal``, ``filter_range``, ``select_by_entity``, ``select_by_section``.
 Reasoners: ``graph_reasoning`` (personalised PageRank on the selected entity subgraph, mapped to
 tree nodes through the mention matrix, S_G = I_G × M, on the batched walk engine),
-``text_reasoning`` (rerank), ``skyline_ranker`` (Pareto front over S_G and S_T); the scents,
+``text_reasoning`` (hybrid dense + BM25, fused with a cross-encoder where one is configured),
+``skyline_ranker`` (Pareto front over S_G and S_T); the scents,
 the structure-aware relevance and Page_Ranker are ``operators.query.scoring``.
-Synthesizers: Map is ``best_sentence`` per sub-question or ``passes_check`` per filtered node;
-``reduce_answer`` calls a generative backend with a JSON schema, offline it is extractive (the
-best sentence of the best evidence).
+Synthesizers, the rules: Map is ``best_sentence`` per sub-question or ``passes_check`` per
+filtered node; ``reduce_answer`` is extractive (the best sentence of the best evidence). With a
+generative backend Map and Reduce are the model's (``operators.query.bookrag_map``,
+``operators.query.answering``) and these rules stand in when a model call fails.
 
 Node sets are numpy arrays of node positions in the index.
 """
@@ -26,8 +28,6 @@ from bookindex.operators.graph.entity_linking import sentences
 from bookindex.operators.kinds import IMAGE, SECTION, STRUCTURE_KINDS, TABLE
 from bookindex.operators.models import ModelError, is_generative
 from bookindex.operators.models.prompts import (
-    ANSWER_PROMPT,
-    ANSWER_SCHEMA,
     DECOMPOSE_PROMPT,
     NAMES_PROMPT,
     SECTIONS_PROMPT,
@@ -260,20 +260,22 @@ def text_reasoning(
     query: str,
     positions: np.ndarray,
     query_vector: np.ndarray | None = None,
-    fallbacks: Fallbacks = None,
+    reranker: Any = None,
 ) -> np.ndarray:
-    """S_T: the backend's reranker where it is a model of its own (generative backends), else
-    the hybrid dense + BM25 relevance of ``scoring.text_scores``; in [0, 1]."""
+    """S_T in [0, 1]: the hybrid dense + BM25 relevance of ``scoring.text_scores``, with or
+    without a generative backend (its ``rerank`` is only the embedding cosine, which the dense
+    half already is). With a cross-encoder configured (``models.rerank_model``,
+    ``operators.models.reranker``: ``reranker(query, texts, cosines) -> scores``) the mean of
+    its min-max scaled scores and the hybrid relevance: BM25 stays in the score."""
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float32)
-    if is_generative(index.backend):
-        try:
-            texts = [index.node_text(int(p))[:2000] for p in positions]
-            return minmax(np.asarray(index.backend.rerank(query, texts), np.float32))
-        except (ModelError, NotImplementedError) as exc:
-            record_fallback(fallbacks, "Text_Reasoning", exc)
-    return text_scores(index, query, positions, query_vector)
+    hybrid = text_scores(index, query, positions, query_vector)
+    if reranker is None:
+        return hybrid
+    texts = [index.node_text(int(p))[:2000] for p in positions]
+    crossed = minmax(np.asarray(reranker(query, texts, hybrid), np.float32))
+    return (0.5 * crossed + 0.5 * np.asarray(hybrid, np.float32)).astype(np.float32)
 
 
 def skyline_ranker(
@@ -397,24 +399,13 @@ def best_sentence(index: ReadModel, query: str, texts: list[str], shortlist: int
 
 
 def reduce_answer(
-    index: ReadModel,
-    query: str,
-    evidence: list[int],
-    partials: list[str] | None = None,
-    fallbacks: Fallbacks = None,
+    index: ReadModel, query: str, evidence: list[int], partials: list[str] | None = None
 ) -> tuple[str, str]:
-    """The final answer and how it was made ('generated' or 'extractive')."""
+    """The rules' answer (extractive): the partial answers joined, else the best sentence of
+    the first eight evidence units; and how it was made ('extractive'). With a generative
+    backend the model's answer is ``operators.query.answering.cited_answer`` (BookRAG's Reduce,
+    the query API's final answer); this is what stands when it fails."""
     texts = [index.node_text(p) for p in evidence[:8]]
-    if is_generative(index.backend) and texts:
-        context = "\n\n".join(f"[{i + 1}] {t[:1500]}" for i, t in enumerate(texts))
-        if partials:
-            context += "\n\nPartial answers:\n" + "\n".join(partials)
-        messages = chat(ANSWER_PROMPT, f"Question: {query}\n\nEvidence:\n{context}")
-        schema = ANSWER_SCHEMA
-        try:
-            return str(index.backend.complete(messages, schema=schema)["answer"]), "generated"
-        except (ModelError, KeyError, TypeError) as exc:
-            record_fallback(fallbacks, "Reduce", exc)
     if partials:
         return " | ".join(p for p in partials if p), "extractive"
     return best_sentence(index, query, texts), "extractive"

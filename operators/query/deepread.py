@@ -302,9 +302,9 @@ def react_loop(
         messages.append({"role": "user", "content": f"Observation:\n{observation[:6000]}"})
     positions = sorted(seen, key=lambda p: (-seen[p], p))
     if answer is None:
-        started, failed = time.perf_counter(), []
-        answer, how = reduce_answer(index, query, positions, fallbacks=failed)
-        trace.append(_step("Reduce", {}, 1, started) | ({"fallbacks": failed} if failed else {}))
+        started = time.perf_counter()
+        answer, how = reduce_answer(index, query, positions)
+        trace.append(_step("Reduce", {}, 1, started) | {"by": "rules"})
     else:
         how = "generated"
     return ToolRunResult(positions, [seen[p] for p in positions], answer, how, trace)

@@ -5,9 +5,20 @@ walk engine and model backend (``engine.retrieval``).
     engine = QueryEngine(ReadModel.from_tables(tables, backend), config)
     # or pipelines.store.reader.open_engine("index_dir", config)
     result = engine.answer("How many tables are in Section 3?", method="auto", doc="report.pdf")
-    # {"question", "method", "query_class", "doc", "answer", "answer_type", "evidence": [
+    # {"question", "method", "query_class", "doc", "answer", "answer_type", "citations": [
+    #    {"doc", "page", "sec_id", "para_idx"}], "evidence": [
     #    {"doc", "doc_id", "node_id", "kind", "page", "page_end", "sec_id", "para_idx",
-    #     "text", "score"}], "plan", "trace", "timings", "error"}
+    #     "text", "score"}], "plan", "trace", "timings", "usage": {"prompt_tokens",
+    #     "completion_tokens", "requests"}, "error"}
+
+Every method answers. With a generative backend the answer is the model's, from the method's
+own evidence, with citations (``operators.query.answering``: one request per question, the
+evidence numbered with its coordinates; BookRAG's Reduce is that request), ``answer_type``
+"generated"; a model call that fails leaves the extractive answer and a ``fallbacks`` entry in
+the trace. Offline the answer is extractive (``answer_type`` "extractive", or "count" for a
+BookRAG count) and ``citations`` is empty. ``usage``: the chat tokens and requests the question
+spent (the endpoint's own counts, ``operators.models.usage``; zeros offline). The evidence is
+the method's retrieval alone: answering never changes it.
 
 A bad request (empty or over-long question, unknown method or document, k out of range) comes
 back as a result with ``error`` set and no evidence, never as an exception; so does a question
@@ -26,8 +37,10 @@ import numpy as np
 
 from bookindex.operators.config import BookindexConfig
 from bookindex.operators.models import is_generative
+from bookindex.operators.models.usage import metered, no_usage
+from bookindex.operators.query import answering, deepread, ladrag
 from bookindex.operators.query import bookrag as bookrag_agent
-from bookindex.operators.query import deepread, ladrag
+from bookindex.operators.query.bookrag_ops import best_sentence
 from bookindex.operators.query.documents import DocumentView
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
@@ -55,6 +68,7 @@ class QueryEngine:
         self._zoom: Zoom | None = None
         self._doc_zooms: dict[int, Zoom] = {}  # zoom_of's, least recently used first
         self._retrieval: Retrieval | None = None
+        self._reranker: Any = False  # not loaded yet
 
     @property
     def zoom(self) -> Zoom:
@@ -63,6 +77,16 @@ class QueryEngine:
             view = DocumentView.from_read_model(self.model)
             self._zoom = Zoom(view, self.model.backend, self.walk)
         return self._zoom
+
+    @property
+    def reranker(self):
+        """The cross-encoder of ``models.rerank_model`` (``operators.models.reranker``) for
+        BookRAG's Text_Reasoning, loaded on first use; None when none is configured."""
+        if self._reranker is False:
+            from bookindex.operators.models import load_reranker
+
+            self._reranker = load_reranker(self.config.models)
+        return self._reranker
 
     @property
     def retrieval(self) -> Retrieval:
@@ -115,13 +139,50 @@ class QueryEngine:
             else:
                 for job in group:
                     self._isolated(self._run_one, [job])
-        for result, *_ in jobs:
+        for result, question, *_ in jobs:
             evidence = result.pop("_evidence", ([], []))
             result["evidence"] = [self.evidence_row(p, s) for p, s in zip(*evidence, strict=True)]
             if not evidence[0] and not result.get("answer"):
                 result["error"] = result.get("error") or "nothing in the index matches the question"
+            if not result["error"] and evidence[0]:
+                self._final_answer(result, question, list(evidence[0]))
+            result.pop("_cited", None)
             result["timings"]["total_s"] = round(time.perf_counter() - started, 4)
         return results
+
+    def _final_answer(self, result: dict, question: str, positions: list[int]) -> None:
+        """The answer from the method's evidence: the model's with citations where a
+        generative backend is configured (unless the method's own Reduce gave one), else, or
+        when the model call fails, the extractive one (the method's, or the best sentence of
+        the first three units for the methods that only retrieve: dense, zoom, hybrid)."""
+        started = time.perf_counter()
+        backend = self.model.backend
+        try:
+            if is_generative(backend) and not result.get("_cited"):
+                draft = result["answer"] if result["answer_type"] == "generated" else None
+                notes = [f"A reading agent's draft answer: {draft}"] if draft else []
+                with metered(backend) as used:
+                    answered = answering.cited_answer(self.model, question, positions, notes)
+                _add_usage(result, used)
+                if answered.answer is None and draft:
+                    answered.step["fallbacks"][0]["fallback"] = "the agent's uncited answer"
+                result["trace"].append(answered.step)
+                if answered.answer is not None:
+                    result.update(
+                        answer=answered.answer,
+                        answer_type="generated",
+                        citations=answered.citations,
+                    )
+            if result["answer"] is None:
+                texts = [self.model.node_text(p) for p in positions[:3]]
+                answer = best_sentence(self.model, question, texts)
+                result.update(answer=answer or None, answer_type="extractive" if answer else "none")
+        except Exception as exc:  # the evidence stands; the answer is what there was
+            result["trace"].append(
+                {"op": "Cited_Answer", "fallbacks": [{"step": "Cited_Answer",
+                 "error": f"{type(exc).__name__}: {exc}"[:300], "fallback": "no answer"}]}
+            )  # fmt: skip
+        result["timings"]["answer_s"] = round(time.perf_counter() - started, 4)
 
     def _prepare(self, request: dict) -> tuple:
         """(result, question, method, doc position, k); question None when the request is
@@ -205,8 +266,12 @@ class QueryEngine:
     ) -> tuple[list[int], list[float]]:
         """An agent (BookRAG, DeepRead, LAD-RAG) on one question."""
         started = time.perf_counter()
-        out = self._agent(method, question, doc, k)
+        with metered(self.model.backend) as used:
+            out = self._agent(method, question, doc, k)
+        _add_usage(result, used)
         result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
+        if isinstance(out, bookrag_agent.AgentResult):  # its Reduce is the answering step
+            result.update(citations=out.citations or [], _cited=True)
         if isinstance(out, bookrag_agent.AgentResult):
             result.update(query_class=out.query_class, plan=out.plan)
         else:
@@ -222,9 +287,11 @@ class QueryEngine:
         if method in ("bookrag", "bookrag_paper"):
             plan = "paper" if method == "bookrag_paper" else "structured"
             scope, relevance = model.scope(doc), self.config.relevance
+            reranker = self.reranker if plan == "paper" else None
             return bookrag_agent.run(
-                model, question, scope, self.walk, k, plan=plan, relevance=relevance
-            )
+                model, question, scope, self.walk, k, plan=plan, relevance=relevance,
+                reranker=reranker,
+            )  # fmt: skip
         if method == "deepread":
             tools = deepread.DeepReadTools(model, doc, query.deepread_scan_window)
             if is_generative(model.backend):
@@ -370,6 +437,11 @@ class QueryEngine:
         return zoom
 
 
+def _add_usage(result: dict, used: dict) -> None:
+    for key, value in used.items():
+        result["usage"][key] = result["usage"].get(key, 0) + value
+
+
 def _empty(question: Any, method: str, doc: str | None) -> dict:
     return {
         "question": question if isinstance(question, str) else "",
@@ -378,9 +450,11 @@ def _empty(question: Any, method: str, doc: str | None) -> dict:
         "doc": doc,
         "answer": None,
         "answer_type": "none",
+        "citations": [],
         "evidence": [],
         "plan": [],
         "trace": [],
         "timings": {},
+        "usage": no_usage(),
         "error": None,
     }

@@ -371,8 +371,9 @@ def agent_loop(
     A malformed action, an invalid spec or an unknown node comes back to it as the
     observation (the round counts). The evidence: the nodes it keeps when it answers (those
     it was shown), else everything it was shown, by score; ``budget`` units at most. Without
-    the agent's answer the final answer is ``reduce_answer``'s (a ``Reduce`` step in the
-    trace, with the fallback when its model call failed). On a corpus question it is shown
+    the agent's answer the rules' answer (``reduce_answer``) stands here, and with a generative
+    backend the engine's ``Cited_Answer`` request answers from the evidence (a failed call is
+    traced there, with its fallback). On a corpus question it is shown
     ``toc_documents`` documents' top-level sections (``deepread.shown_documents``)."""
     index = tools.index
     vector = index.embed([query])[0]
@@ -401,10 +402,8 @@ def agent_loop(
     ranked = kept or sorted(seen, key=lambda p: (-seen[p], p))
     ranked = ranked[:budget]
     how = "generated"
-    if answer is None:  # the final answer from what it was shown; a failed call is traced
-        started, failed = time.perf_counter(), []
-        answer, how = reduce_answer(index, query, ranked, fallbacks=failed)
-        trace.append(_step("Reduce", {}, 1, started) | ({"fallbacks": failed} if failed else {}))
+    if answer is None:  # the rules' answer from what it was shown (with a model, the
+        answer, how = reduce_answer(index, query, ranked)  # engine's Cited_Answer replaces it)
     return ToolRunResult(ranked, [seen.get(p, 0.0) for p in ranked], answer, how, trace)
 
 

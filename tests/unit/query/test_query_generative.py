@@ -1,6 +1,6 @@
-"""The query methods with a generative backend: the planner, Decompose, Reduce and the DeepRead
-ReAct loop call ``complete`` with JSON schemas and act on the answers; an unusable answer falls
-back to the rules. The model is a scripted double (the test is about the agents, not the model);
+"""The query methods with a generative backend: the planner, Decompose, Map, Reduce, the DeepRead
+ReAct loop and the cited answer call ``complete`` with JSON schemas and act on the answers; an
+unusable answer falls back to the rules. The model is a scripted double (the test is about the agents, not the model);
 embeddings stay the offline model's, as in the index (built in memory, conftest.py)."""
 
 from __future__ import annotations
@@ -55,20 +55,29 @@ def test_react_loop_reads_what_the_model_asks_and_answers(paper_tables, config, 
         {"thought": "read", "action": "read_section", "sec_id": section, "start": 1, "end": 3},
         {"thought": "done", "action": "answer", "answer": "8980"},
     ]
-    engine, model = _engine(paper_tables, config, {"action": actions})
+    cited = {"answer": "8980 items", "sentences": [{"text": "8980.", "cites": [2, 99]}]}
+    engine, model = _engine(paper_tables, config, {"action": actions, "sentences": cited})
     result = engine.answer("How many items in the Amazon datasets?", "deepread", PAPER, k=3)
     assert [s["op"] for s in result["trace"]] == [
         "retrieve",
         "read_section",
         "read_section",
         "Answer",
+        "Cited_Answer",
     ]
-    assert result["answer"] == "8980" and result["answer_type"] == "generated"
+    # the agent's answer went to the one answering request as a draft; its answer cites unit 2
+    assert result["answer"] == "8980 items" and result["answer_type"] == "generated"
+    second = result["evidence"][1]
+    assert result["citations"] == [{k: second[k] for k in ("doc", "page", "sec_id", "para_idx")}]
+    assert result["trace"][-1]["dropped_citations"] == [99]  # 99 was never sent
     read = {(e["sec_id"], e["para_idx"]) for e in result["evidence"]}
     assert {(section, 1), (section, 2)} <= read
-    observations = [m["content"] for m in model.calls[-1][0] if m["role"] == "user"]
+    agent = [messages for messages, schema in model.calls if "action" in schema["properties"]]
+    observations = [m["content"] for m in agent[-1] if m["role"] == "user"]
     assert any("no section 9999" in o for o in observations)  # the error went back as a tool result
-    assert all(schema and "action" in schema["properties"] for _, schema in model.calls)
+    request = model.calls[-1][0][1]["content"]
+    assert "draft answer: 8980" in request and f"[2] ({PAPER}, page {second['page']}" in request
+    assert len(agent) == len(model.calls) - 1
 
 
 def test_react_loop_stops_at_the_round_limit(paper_tables, config):
@@ -78,14 +87,14 @@ def test_react_loop_stops_at_the_round_limit(paper_tables, config):
     )
     engine, _ = _engine(paper_tables, rounds, script)
     out = engine.answer("anything?", "deepread", PAPER)
-    assert [s["op"] for s in out["trace"]] == ["retrieve"] * 4 + ["Reduce"]
-    assert out["answer_type"] == "extractive"
-    # the script has no answer: the model's Reduce failed and the rules answered, on record
+    assert [s["op"] for s in out["trace"]] == ["retrieve"] * 4 + ["Reduce", "Cited_Answer"]
+    assert out["answer_type"] == "extractive" and out["answer"] and out["citations"] == []
+    # the script has no answer: the cited answer failed and the rules' answer stands, on record
     assert fallbacks(out["trace"]) == [
         {
-            "step": "Reduce",
+            "step": "Cited_Answer",
             "error": "ModelError: no scripted answer for this schema",
-            "fallback": "rules",
+            "fallback": "extractive",
         }
     ]
 
@@ -99,17 +108,34 @@ def test_planner_and_reduce_use_the_model(paper_tables, config):
         },
         "entities": {"entities": ["Amazon-beauty"]},
         "sections": {"sections": []},
-        "answer": {"answer": "Table 3"},
+        "keep": {"keep": [1, 2, 3, 4, 5, 6]},
+        "answer": [
+            {"answer": "6", "sentences": [{"text": "Six tables.", "cites": [1, 6]}]},
+            {"answer": "Table 3", "sentences": [{"text": "In Table 3.", "cites": [1]}]},
+        ],
     }
     engine, model = _engine(paper_tables, config, script)
     counted = engine.answer("Tables, please: how many?", "bookrag", PAPER)
-    assert counted["query_class"] == "global" and counted["answer"] == str(len(counted["evidence"]))
-    assert counted["answer"] == "6"
+    assert counted["query_class"] == "global" and counted["answer"] == "6"
+    assert counted["answer_type"] == "generated" and len(counted["evidence"]) == 6
+    ends = [counted["evidence"][i] for i in (0, 5)]
+    assert counted["citations"] == [
+        {k: e[k] for k in ("doc", "page", "sec_id", "para_idx")} for e in ends
+    ]
+    steps = {s["op"]: s for s in counted["trace"]}
+    assert steps["Map"]["by"] == "model" and steps["Reduce"]["by"] == "model"
+    # Map: one request over the filtered tables; Reduce: the count of the check went with them
+    checks = [m for m, schema in model.calls if "keep" in schema["properties"]]
+    assert len(checks) == 1 and checks[0][1]["content"].count("] table, page") == 6
+    reduce = next(m for m, schema in model.calls if "sentences" in schema["properties"])
+    assert "the check kept 6" in reduce[1]["content"]
     single = engine.answer("Where are the dataset statistics?", "bookrag", PAPER)
     assert single["query_class"] == "single-hop" and single["answer"] == "Table 3"
-    assert single["answer_type"] == "generated"
+    assert single["answer_type"] == "generated" and len(single["citations"]) == 1
     asked = [set((schema or {}).get("properties", {})) for _, schema in model.calls]
-    assert {"category"} in asked and {"answer"} in asked and {"entities"} in asked
+    assert {"category"} in asked and {"answer", "sentences"} in asked and {"entities"} in asked
+    # BookRAG's Reduce is the answering request: one per question, none from the engine after it
+    assert sum("sentences" in a for a in asked) == 2
 
 
 GARBAGE = {
@@ -135,7 +161,15 @@ def test_an_unusable_model_answer_falls_back_to_the_rules(paper_tables, config, 
     assert [f["step"] for f in by_step["Plan_Filters"]] == ["Plan_Filters"]
     expected = "ModelError: not JSON after 2 retries" if script is FAILING else "unknown class"
     assert by_step["Classify"][0]["error"].startswith(expected)
-    assert len(fallbacks(result["trace"])) == 2
+    # Map (no scripted check) and Reduce (an answer without sentences) fell back too
+    assert [f["step"] for f in fallbacks(result["trace"])] == [
+        "Classify",
+        "Plan_Filters",
+        "Map",
+        "Reduce",
+    ]
+    assert by_step["Map"][0]["error"] == "ModelError: no scripted answer for this schema"
+    assert by_step["Map"] and [s["by"] for s in result["trace"][-2:]] == ["rules", "rules"]
 
 
 def test_a_failing_model_in_every_step_leaves_a_trace_entry_and_the_rules_answer(
@@ -186,7 +220,7 @@ def test_ladrag_agent_filters_contextualizes_and_keeps_what_it_names(paper_table
     engine, model = _engine(paper_tables, config, {"action": actions})
     result = engine.answer("Which tables are on page 4?", "ladrag", PAPER, k=3)
     ops = " ".join(s["op"] for s in result["trace"])
-    assert ops == "graph_filter contextualize semantic_search answer"
+    assert ops == "graph_filter contextualize semantic_search answer Cited_Answer"
     assert result["trace"][0]["out"] == 3  # the three tables of page 4 (test_query_api)
     assert result["answer"] == "three" and result["answer_type"] == "generated"
     # the node it kept (the unknown id dropped), nothing else
@@ -212,7 +246,9 @@ def test_ladrag_agent_returns_errors_as_observations_and_stops_at_the_round_limi
     ops = [s["op"] for s in result["trace"]]
     assert ops == ["graph_filter", "graph_filter", "contextualize", "semantic_search", "dance"] + [
         "semantic_search"
-    ] * 3 + ["Reduce"]  # the last action repeats until the 8-round limit, then the final answer
+    ] * 3 + [
+        "Cited_Answer"
+    ]  # the last action repeats until the 8-round limit; then the answer (unscripted: rules)
     agent = [messages for messages, schema in model.calls if "action" in schema["properties"]]
     assert len(agent) == 8 and result["error"] is None  # then Reduce asks (unscripted: rules)
     observations = [m["content"] for m in agent[-1] if m["role"] == "user"][1:]
@@ -228,25 +264,24 @@ def test_ladrag_agent_stops_when_the_model_fails(paper_tables, config):
                          ModelError("not JSON after 2 retries")]}  # fmt: skip
     engine, model = _engine(paper_tables, config, script)
     result = engine.answer("What datasets are used?", "ladrag", PAPER, k=3)
-    assert [s["op"] for s in result["trace"]] == ["semantic_search", "error", "Reduce"]
+    assert [s["op"] for s in result["trace"]] == ["semantic_search", "error", "Cited_Answer"]
     assert sum("action" in schema["properties"] for _, schema in model.calls) == 2
     assert result["evidence"]
 
 
 def test_a_failed_ladrag_final_answer_call_is_traced(paper_tables, config):
-    """The agent never answers; the final answer's model call (Reduce) fails: the rules'
-    answer, and the trace says which call failed and why."""
+    """The agent never answers; the final answer's model call (Cited_Answer) fails: the
+    rules' answer stands, and the trace says which call failed and why."""
     script = {
         "action": [{"thought": "s", "action": "semantic_search", "query": "datasets"}],
         "answer": ModelError("HTTP 500 from the endpoint"),
     }
     engine, model = _engine(paper_tables, _rounds(config, ladrag_max_rounds=2), script)
     result = engine.answer("What datasets are used?", "ladrag", PAPER, k=3)
-    assert [s["op"] for s in result["trace"]] == ["semantic_search"] * 2 + ["Reduce"]
+    assert [s["op"] for s in result["trace"]] == ["semantic_search"] * 2 + ["Cited_Answer"]
     assert result["answer_type"] == "extractive" and result["answer"]
-    assert fallbacks(result["trace"]) == [
-        {"step": "Reduce", "error": "ModelError: HTTP 500 from the endpoint", "fallback": "rules"}
-    ]
+    [failed] = fallbacks(result["trace"])
+    assert failed["step"] == "Cited_Answer" and "HTTP 500 from the endpoint" in failed["error"]
     answered = [s for _, s in model.calls if s and "answer" in s["properties"]]
     assert answered  # the model was asked for the final answer
 
