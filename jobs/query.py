@@ -77,6 +77,8 @@ def render(result: dict) -> str:
         lines.append(f"error: {result['error']}")
     if result["answer"] is not None:
         lines.append(f"answer ({result['answer_type']}): {result['answer']}")
+    for c in result.get("citations") or []:
+        lines.append(f"  cites {c['doc']} p.{c['page']} sec {c['sec_id']} ¶{c['para_idx']}")
     if result["plan"]:
         lines.append("plan: " + " → ".join(result["plan"]))
     for unit in result["evidence"]:
@@ -86,6 +88,8 @@ def render(result: dict) -> str:
             f"sec {unit['sec_id']} ¶{unit['para_idx']} {unit['kind']}: {text[:160]}"
         )
     lines.append("timings: " + json.dumps(result["timings"]))
+    if (result.get("usage") or {}).get("requests"):
+        lines.append("usage: " + json.dumps(result["usage"]))
     return "\n".join(lines)
 
 

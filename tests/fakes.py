@@ -1,15 +1,19 @@
 """Test doubles shared by several tests: a fake OpenAI-compatible HTTP server on 127.0.0.1.
 
 It stands in for a model endpoint only where the test is about something else (the backend's
-retry logic, the section refiner, the index job's model stages, the evaluation's answer
-metrics); it answers chat completions by a rule the test gives (``EvidenceEcho``: from the
-evidence it is sent; ``FakeJudge``: extraction and verdicts by a stated rule), counts the
-tokens it reports (``usage``) and answers embeddings with deterministic letter counts.
+retry logic, the section refiner, the index job's model stages, the query side's answers, the
+evaluation's answer metrics); it answers chat completions by a rule the test gives
+(``evidence_echo``: every query-side request from what it is sent; ``EvidenceEcho``: the
+evaluation's answering model; ``FakeJudge``: extraction and verdicts by a stated rule) and
+embeddings with deterministic letter counts. It counts the requests and the tokens it reports
+(``served``, and the same as ``usage``), and can misbehave on demand (``fault``:
+"invalid_json" answers prose, "stall" waits ``stall_s`` before answering).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import threading
@@ -30,14 +34,18 @@ class FakeOpenAI:
         self,
         chat: Callable[[dict], Reply],
         delay_s: float = 0.0,
+        tokens: Callable[[dict, str], tuple[int, int]] | None = None,
         count_tokens: bool = False,
     ) -> None:
         self.chat = chat
         self.delay_s = delay_s
-        # count_tokens: each chat answer's usage is its words (prompt: every message's text,
-        # completion: the reply's), else 7 and 3; ``usage`` tallies what it reported
-        self.count_tokens = count_tokens
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+        # (prompt, completion) tokens a chat answer reports: ``tokens``, or with count_tokens
+        # the words of every message and of the reply; default 7 and 3
+        self.tokens = tokens or (word_tokens if count_tokens else (lambda body, reply: (7, 3)))
+        self.served = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        self.usage = self.served  # the same tally, by the name the evaluation's tests read
+        self.fault: str | None = None  # None, "invalid_json" or "stall"
+        self.stall_s = 5.0
         self.requests: list[tuple[str, dict]] = []
         self.spans: list[tuple[float, float, dict]] = []  # (start, end, body) of each request
         self.in_flight = self.max_in_flight = 0
@@ -54,17 +62,20 @@ class FakeOpenAI:
                 started = time.monotonic()
                 try:
                     time.sleep(fake.delay_s)
+                    if fake.fault == "stall":
+                        time.sleep(fake.stall_s)
                     status, payload = fake.respond(self.path, body)
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
                         fake.spans.append((started, time.monotonic(), body))
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(OSError):  # the client gave up (its timeout)
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def log_message(self, *args) -> None:
                 pass
@@ -84,16 +95,14 @@ class FakeOpenAI:
             ]
             usage = {"prompt_tokens": len(data), "total_tokens": len(data)}
             return 200, {"object": "list", "data": data, "model": body["model"], "usage": usage}
-        reply = self.chat(body)
+        reply = "Here is my answer, in prose." if self.fault == "invalid_json" else self.chat(body)
         if isinstance(reply, tuple):
             return reply
-        prompt, completion = 7, 3
-        if self.count_tokens:
-            prompt, completion = len(prompt_text(body).split()), len(reply.split())
+        prompt, completion = self.tokens(body, reply)
         with self._lock:
-            self.usage["prompt_tokens"] += prompt
-            self.usage["completion_tokens"] += completion
-            self.usage["requests"] += 1
+            self.served["requests"] += 1
+            self.served["prompt_tokens"] += prompt
+            self.served["completion_tokens"] += completion
         return 200, {
             "id": f"cmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -196,6 +205,66 @@ class PoisonWorker:
                 kept.append(i)
         out = batch.take(pa.array(kept, pa.int64()))
         return out.append_column("seen", pa.array(seen, pa.int64()))
+
+
+def word_tokens(body: dict, reply: str) -> tuple[int, int]:
+    """Tokens as whitespace words: the request's text and the answer's (for ``tokens``)."""
+    return len(prompt_text(body).split()), len(reply.split())
+
+
+def schema_fields(body: dict) -> set[str]:
+    """The top-level properties of the JSON schema a chat request asks for (its
+    ``response_format``, or the schema the prompt carries when the endpoint refused it)."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if schema is None:
+        found = re.search(r"this JSON schema:\n(\{.*\})", prompt_text(body), re.S)
+        schema = json.loads(found.group(1)) if found else {}
+    return set((schema or {}).get("properties") or {})
+
+
+_UNIT = re.compile(r"^\[(\d+)\] \(([^\n]*)\)\n([^\n]*)", re.M)
+
+
+def evidence_echo(body: dict) -> str:
+    """A model for the query side that answers from what it is sent: the cited answer is the
+    first sentence of evidence unit [1], citing [1] and [2] (and 99, never sent, which the
+    caller must drop); the agents read once and then answer; a question asking "how many
+    tables" is global (COUNT over the tables) and Map keeps every item; Map answers each
+    sub-question with unit [1]'s sentence; the other planner steps get valid minimal answers."""
+    fields = schema_fields(body)
+    text = prompt_text(body)
+    units = {int(n): line for n, _, line in _UNIT.findall(text)}
+    first = re.split(r"(?<=[.!?])\s", units.get(1, "").strip())[0][:200]
+    if "sentences" in fields:
+        if not units:
+            return json.dumps({"answer": "Not answerable", "sentences": []})
+        cites = [n for n in (1, 2) if n in units] + [99]
+        return json.dumps({"answer": first, "sentences": [{"text": first, "cites": cites}]})
+    if "action" in fields:
+        question = re.search(r"Question: (.*)", text)
+        query = question.group(1) if question else "the question"
+        if "Observation:" in text:
+            return json.dumps({"thought": "enough", "action": "answer", "answer": "read it"})
+        search = "semantic_search" if "graph_filter" in text else "retrieve"
+        return json.dumps({"thought": "look", "action": search, "query": query})
+    counting = "how many tables" in text.lower()
+    replies = {
+        "category": {"category": "global" if counting else "single-hop"},
+        "filters": {
+            "filters": [{"filter_type": "table", "filter_value": None}],
+            "operation": "COUNT",
+        },
+        "entities": {"entities": []},
+        "sub_questions": {"sub_questions": []},
+        "sections": {"sections": [int(n) for n in re.findall(r"^(\d+): ", text, re.M)[:1]]},
+        "keep": {"keep": list(range(1, 200))},
+        "answers": {"answers": [first] * 6},
+        "choice": {"choice": -1},
+    }
+    for key, reply in replies.items():
+        if key in fields:
+            return json.dumps(reply)
+    return "plain text"
 
 
 def chat_schema(body: dict) -> dict:

@@ -97,7 +97,8 @@ METHODS = (
         QUERY,
         "BookRAG eq. 9–10 as written: hard cuts, Skyline",
         False,
-        f"{_LEAF_VECTOR}; {_TREE}; the model's reranker when there is one",
+        f"{_LEAF_VECTOR}; the leaves' words (BM25); {_TREE}; a cross-encoder "
+        "(models.rerank_model) fused in when one is configured",
     ),
 )
 

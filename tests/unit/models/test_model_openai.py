@@ -13,7 +13,7 @@ import pytest
 from bookindex.operators.models import ModelConfig, ModelError, load_backend
 from bookindex.operators.models.openai_compatible import OpenAIBackend
 from bookindex.operators.models.prompts import ENTITY_SCHEMA
-from tests.fakes import FakeOpenAI, Reply
+from tests.fakes import FakeOpenAI, Reply, word_tokens
 
 
 def scripted(*answers: str) -> Callable[[dict], str]:
@@ -63,6 +63,23 @@ def test_complete_with_schema_sends_json_schema_and_parses(fake):
     assert fmt["json_schema"]["schema"] == SCHEMA
     assert fmt["json_schema"]["strict"] is True
     assert backend.usage["prompt_tokens"] == 7 and backend.usage["completion_tokens"] == 3
+
+
+def test_a_meter_reads_the_endpoints_usage_of_its_own_requests(fake):
+    """The tokens the server reports (word counts here), retries included, per meter."""
+    server = FakeOpenAI(scripted("hello", "not json", '{"answer": 42}'), tokens=word_tokens)
+    try:
+        backend = backend_for(server, max_retries=1)
+        backend.complete([{"role": "user", "content": "warm up"}])
+        before = dict(server.served)
+        with backend.tally.meter() as used:
+            backend.complete([{"role": "user", "content": "six times seven?"}], SCHEMA)
+        served = {k: server.served[k] - before[k] for k in before}
+        assert used == served and served["requests"] == 2  # one retry after "not json"
+        assert used["completion_tokens"] == 2 + 2  # "not json", then '{"answer": 42}'
+        assert backend.usage["requests"] == 3 == server.served["requests"]
+    finally:
+        server.close()
 
 
 def test_complete_without_schema_returns_text(fake):
