@@ -151,3 +151,22 @@ def test_serve_answers_200_with_a_traced_fallback_when_the_model_breaks(served, 
         result = reply.json()
         assert result["answer_type"] == "extractive" and result["answer"] and result["evidence"]
         assert fallbacks(result["trace"]), result["trace"]
+
+
+def test_zoom_and_dense_answer_passage_questions_with_citations(
+    hotpot_questions_index, models, healthy
+):
+    """The multi-hop sets' passage QA: HotpotQA questions over an index of passages, asked of
+    the whole corpus; the answer cites the passages it was sent."""
+    from bookindex.operators.config import BookindexConfig
+    from bookindex.pipelines.store.reader import open_engine
+
+    index, questions = hotpot_questions_index
+    config = BookindexConfig()
+    config.models = config.models.model_copy(update={"backend": "openai", **models})
+    engine = open_engine(index, config)
+    for method in ("zoom", "dense"):
+        asked = [{"question": q["question"], "method": method, "k": 5} for q in questions]
+        for result in engine.answer_many(asked):
+            _check_cited(result, healthy)
+            assert len({e["doc"] for e in result["evidence"]}) > 1  # passages of the corpus
