@@ -271,9 +271,8 @@ class QueryEngine:
         _add_usage(result, used)
         result.update(answer=out.answer, answer_type=out.answer_type, trace=out.trace)
         if isinstance(out, bookrag_agent.AgentResult):  # its Reduce is the answering step
-            result.update(citations=out.citations or [], _cited=True)
-        if isinstance(out, bookrag_agent.AgentResult):
             result.update(query_class=out.query_class, plan=out.plan)
+            result.update(citations=out.citations or [], _cited=True)
         else:
             result["plan"] = [s["op"] for s in out.trace]
         result["timings"][method + "_s"] = round(time.perf_counter() - started, 4)
