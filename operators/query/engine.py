@@ -45,13 +45,17 @@ from bookindex.operators.query.documents import DocumentView
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
 from bookindex.operators.query.retrieval import Retrieval
-from bookindex.operators.query.rules import GLOBAL, MULTI, SINGLE, classify
 from bookindex.operators.query.scoring import fused_scores, page_ranker
 from bookindex.operators.query.zoom import Zoom
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
-# auto: the method that measured best per question class (see docs/results.md, PDF QA)
-AUTO_ROUTE = {GLOBAL: "bookrag", MULTI: "bookrag", SINGLE: "bookrag"}
+# auto: an alias of the best single method, not a router. Routing by query class
+# (rules.classify) was measured with benchmarks/auto_route.py, the route chosen on the tune part
+# of benchmarks/pdf_qa_split.json and scored on its report part (MMLongBench, 114 answerable
+# questions): it did not beat the best single method (page recall 79.2 against deepread's 81.2
+# at its 15 units; page recall over dense's at equal units 12.3, bookrag's alone 12.3).
+# bookrag is the best at equal units (docs/results.md, PDF QA).
+AUTO_METHOD = "bookrag"
 DOC_ZOOMS_KEPT = 64  # one-document ZoomRAG views kept (QueryEngine.zoom_of)
 
 
@@ -203,8 +207,7 @@ class QueryEngine:
         question = question.strip()
         chosen = method
         if method == "auto":
-            result["query_class"] = classify(question)
-            chosen = AUTO_ROUTE[result["query_class"]]
+            chosen = AUTO_METHOD
         result["method"] = chosen
         return result, question, chosen, position, k
 

@@ -48,7 +48,12 @@ METHODS = (
         needs_vectors=True,
     ),
     Method(
-        "auto", QUERY, "the method that measured best for the question's class", False, "bookrag's"
+        "auto",
+        QUERY,
+        "an alias of bookrag, the best single method at equal evidence units (routing by "
+        "question class did not beat it on held-out questions)",
+        False,
+        "bookrag's",
     ),
     Method(
         "bookrag",
