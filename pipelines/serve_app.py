@@ -230,7 +230,8 @@ PROBE = "health check"
 
 def _probe(engine) -> dict:
     """The retrieval engine (a BM25 and a dense query) and the query engine (a dense answer with
-    its evidence read from the index) each answering one probe question."""
+    its evidence read from the index, extractive: a health check never waits on the model)
+    each answering one probe question."""
     out = {}
     try:
         for method in ("bm25", "dense"):
@@ -239,7 +240,7 @@ def _probe(engine) -> dict:
     except Exception as exc:
         out["engine"] = {"status": "failing", "error": _problem(exc)}
     try:
-        result = engine.answer(PROBE, "dense", None, 1)
+        result = engine.answer(PROBE, "dense", None, 1, generate=False)
         failing = result["error"] and not result["error"].startswith("nothing in the index")
         out["query_engine"] = (
             {"status": "failing", "error": result["error"][:200]}

@@ -108,22 +108,30 @@ class QueryEngine:
             self.retrieval.retrieve(["warm up"], method, 1)
         if passage_methods is None:
             for method in ("bookrag", "zoom"):
-                self.answer("warm up", method)
+                self.answer("warm up", method, generate=False)
 
     # ---- the API ----------------------------------------------------------------------------
     def answer(
-        self, question: str, method: str = "auto", doc: str | None = None, k: int | None = None
+        self,
+        question: str,
+        method: str = "auto",
+        doc: str | None = None,
+        k: int | None = None,
+        generate: bool = True,
     ) -> dict:
         """One question, ``k`` evidence units (default ``QueryConfig.k``)."""
-        return self.answer_many([{"question": question, "method": method, "doc": doc, "k": k}])[0]
+        request = {"question": question, "method": method, "doc": doc, "k": k}
+        return self.answer_many([request], generate)[0]
 
-    def answer_many(self, requests: list[dict]) -> list[dict]:
+    def answer_many(self, requests: list[dict], generate: bool = True) -> list[dict]:
         """Many questions (dicts with question, method, doc, k); results in the same order,
         each as ``answer`` gives it alone. Answered as a batch: the questions' vectors in one
         embedding call; dense and zoom questions together (one scoring pass, one Doc-Zoom
         walk and one Chunk-Zoom solve for all of them); the agents (BookRAG, DeepRead,
         LAD-RAG) one question after another on the prefetched vectors. A question that fails
-        unexpectedly gets its own error; the others are answered."""
+        unexpectedly gets its own error; the others are answered. ``generate`` False: no
+        answering request after the method's own steps (the extractive answer; a probe or a
+        warm-up that must not wait on the model)."""
         started = time.perf_counter()
         jobs, results = [], []
         for request in requests:
@@ -149,12 +157,14 @@ class QueryEngine:
             if not evidence[0] and not result.get("answer"):
                 result["error"] = result.get("error") or "nothing in the index matches the question"
             if not result["error"] and evidence[0]:
-                self._final_answer(result, question, list(evidence[0]))
+                self._final_answer(result, question, list(evidence[0]), generate)
             result.pop("_cited", None)
             result["timings"]["total_s"] = round(time.perf_counter() - started, 4)
         return results
 
-    def _final_answer(self, result: dict, question: str, positions: list[int]) -> None:
+    def _final_answer(
+        self, result: dict, question: str, positions: list[int], generate: bool = True
+    ) -> None:
         """The answer from the method's evidence: the model's with citations where a
         generative backend is configured (unless the method's own Reduce gave one), else, or
         when the model call fails, the extractive one (the method's, or the best sentence of
@@ -162,7 +172,7 @@ class QueryEngine:
         started = time.perf_counter()
         backend = self.model.backend
         try:
-            if is_generative(backend) and not result.get("_cited"):
+            if generate and is_generative(backend) and not result.get("_cited"):
                 draft = result["answer"] if result["answer_type"] == "generated" else None
                 notes = [f"A reading agent's draft answer: {draft}"] if draft else []
                 with metered(backend) as used:

@@ -118,3 +118,13 @@ def test_at_most_answer_units_are_sent_and_only_they_can_be_cited(paper_tables, 
     assert answered.step["dropped_citations"] == [ANSWER_UNITS + 1]
     page = int(index.page_start[positions[ANSWER_UNITS - 1]])
     assert [c["page"] for c in answered.citations] == [page]
+
+
+def test_without_generate_no_answering_request_is_sent(paper_tables, config, engine):
+    """Serve's health probe asks with ``generate=False``: the extractive answer, no request to
+    the model."""
+    model = ScriptedModel({"sentences": CITED})
+    answering = QueryEngine(ReadModel.from_tables(paper_tables, model), config)
+    probe = answering.answer(QUESTION, "dense", None, 1, generate=False)
+    assert probe["answer_type"] == "extractive" and model.calls == []
+    assert probe["evidence"] == engine.answer(QUESTION, "dense", None, 1)["evidence"]
