@@ -128,3 +128,24 @@ def test_without_generate_no_answering_request_is_sent(paper_tables, config, eng
     probe = answering.answer(QUESTION, "dense", None, 1, generate=False)
     assert probe["answer_type"] == "extractive" and model.calls == []
     assert probe["evidence"] == engine.answer(QUESTION, "dense", None, 1)["evidence"]
+
+
+def test_a_multi_hop_map_is_one_request_for_all_sub_questions(paper_tables, config):
+    subs = ["Which datasets are used?", "How many items does each have?", "Who collected them?"]
+    script = {
+        "category": {"category": "multi-hop"},
+        "sub_questions": {"sub_questions": [{"question": q, "type": "retrieval"} for q in subs]},
+        "answers": {"answers": ["Amazon", "8980", "the authors"]},
+        "sentences": CITED,
+    }
+    model = ScriptedModel(script)
+    engine = QueryEngine(ReadModel.from_tables(paper_tables, model), config)
+    result = engine.answer("Which datasets are used and how many items do they have?", "bookrag")
+    steps = {s["op"]: s for s in result["trace"]}
+    assert steps["Map"]["by"] == "model" and steps["Map"]["in"] == 3
+    maps = [m for m, schema in model.calls if "answers" in schema["properties"]]
+    assert len(maps) == 1  # one request over the kept nodes for the three sub-questions
+    assert all(q in maps[0][1]["content"] for q in subs) and "[1] (" in maps[0][1]["content"]
+    [reduce] = [m for m, schema in model.calls if "sentences" in schema["properties"]]
+    assert "- Amazon\n- 8980\n- the authors" in reduce[1]["content"]
+    assert result["answer"] == "Amazon" and result["citations"]
