@@ -9,8 +9,8 @@ Page metrics count answerable questions (those with evidence pages); span recall
 evidence texts. Answer metrics (``operators.eval.answer_judge.AnswerScorer``: EM/F1 after
 answer extraction, inclusion accuracy, with a judge endpoint the judged accuracy; unanswerable
 questions scored as MMLongBench does) count the questions the method answered (``answered``);
-each row also holds the answering model's tokens (``usage``: the result's own, else the
-engine backend's tally around the call; absent: not measured) and its seconds.
+each row also holds the answering model's tokens (``usage``: the engine backend's tally
+around the call, else the result's own; absent: not measured) and its seconds.
 
 Curves: recall at a budget of n evidence units, n = 1..20: each baseline's top n (one list of
 20 a question: its first n units are its top n), and each method asked with k = n at the
@@ -57,16 +57,18 @@ USAGE_KEYS = ("prompt_tokens", "completion_tokens", "requests")
 
 
 def answer_usage(result: dict, backend, before: dict[str, int] | None) -> dict[str, int] | None:
-    """The answering model's tokens of one answer: the result's ``usage`` when it has one,
-    else the difference of the engine backend's tally (``usage``, the OpenAI-compatible and
-    vLLM backends keep one) since ``before``; None when neither is known (not measured)."""
+    """The answering model's tokens of one answer: the difference of the engine backend's
+    tally (``usage``, the OpenAI-compatible and vLLM backends keep one) since ``before``, which
+    holds every request the answer made (the batch's question vector too); else the result's
+    own ``usage``; None when neither is known (not measured). The evaluation asks one question
+    at a time, so the difference is that question's."""
+    now = usage_tally(backend)
+    if now is not None and before is not None:
+        return {k: now[k] - before[k] for k in USAGE_KEYS}
     used = result.get("usage")
     if isinstance(used, dict):
         return {k: int(used.get(k, 0) or 0) for k in USAGE_KEYS}
-    now = usage_tally(backend)
-    if now is None or before is None:
-        return None
-    return {k: now[k] - before[k] for k in USAGE_KEYS}
+    return None
 
 
 def engine_backend(engine: QueryEngine):
@@ -118,8 +120,9 @@ def method_curve(
     about n units and scored on its first n. A method returns a number of units per k of its
     own (DeepRead widens each of its k hits by its scan window: about 3k; LAD-RAG spends a
     budget of ``query.ladrag_budget`` × k), read from its answer at ``k`` (``evidence``), so
-    at budget n it is asked with k = ⌈n / units per k⌉. The answering model's tokens of
-    these extra asks are added to ``usage["curve"]`` when given."""
+    at budget n it is asked with k = ⌈n / units per k⌉, for its evidence only (no answering
+    request). The model's tokens of these extra asks (an agent's own steps) are added to
+    ``usage["curve"]`` when given."""
     per_k = max(1.0, len(evidence) / k) if evidence else 1.0
     asked: dict[int, list[dict]] = {k: evidence}
     curves: dict[str, list[float]] = {}
@@ -127,7 +130,9 @@ def method_curve(
         k_n = max(1, math.ceil(n / per_k - 1e-9))
         if k_n not in asked:
             before = usage_tally(engine_backend(engine))
-            found = engine.answer(question["question"], method, question["doc"], k_n)
+            found = engine.answer(  # evidence only: the method's own steps, no answer request
+                question["question"], method, question["doc"], k_n, generate=False
+            )
             asked[k_n] = found["evidence"]
             if usage is not None:
                 spent = answer_usage(found, engine_backend(engine), before)
@@ -139,8 +144,9 @@ def method_curve(
 
 
 class Baselines:
-    """Each question's baseline evidence (dense, hybrid), asked once at ``CURVE_UNITS`` and
-    shared by every method's row; a method that returned more units gets a longer list."""
+    """Each question's baseline evidence (dense, hybrid), asked once at ``CURVE_UNITS`` (for
+    the evidence only: no answering request) and shared by every method's row; a method that
+    returned more units gets a longer list."""
 
     def __init__(self, engine: QueryEngine) -> None:
         self.engine = engine
@@ -150,7 +156,9 @@ class Baselines:
         k = max(units, CURVE_UNITS)
         key = (question["id"], method, k)
         if key not in self._found:
-            asked = self.engine.answer(question["question"], method, question["doc"], k)
+            asked = self.engine.answer(  # evidence only: no answer request
+                question["question"], method, question["doc"], k, generate=False
+            )
             self._found[key] = asked["evidence"]
         return self._found[key][:units]
 

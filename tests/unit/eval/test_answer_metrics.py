@@ -210,16 +210,14 @@ def test_summarise_answers_by_hand():
     }
 
 
-def test_answer_usage_prefers_the_results_own_then_the_backends_tally():
+def test_answer_usage_prefers_the_backends_tally_then_the_results_own():
     class Tallied:
         usage = {"requests": 5, "prompt_tokens": 70, "completion_tokens": 9}
 
     before = {"requests": 3, "prompt_tokens": 50, "completion_tokens": 4}
     own = {"usage": {"prompt_tokens": 1, "completion_tokens": 2, "requests": 3}}
-    assert answer_usage(own, Tallied(), before) == own["usage"]
-    assert answer_usage({}, Tallied(), before) == {
-        "prompt_tokens": 20,
-        "completion_tokens": 5,
-        "requests": 2,
-    }
+    spent = {"prompt_tokens": 20, "completion_tokens": 5, "requests": 2}
+    assert answer_usage(own, Tallied(), before) == spent  # every request, the batch's too
+    assert answer_usage({}, Tallied(), before) == spent
+    assert answer_usage(own, object(), None) == own["usage"]  # no tally: the result's own
     assert answer_usage({}, object(), None) is None  # the offline backend: not measured

@@ -41,7 +41,8 @@ class _Engine:
     def __init__(self, per_k: int) -> None:
         self.per_k, self.asked = per_k, []
 
-    def answer(self, question: str, method: str, doc: str, k: int) -> dict:
+    def answer(self, question: str, method: str, doc: str, k: int, generate: bool = True) -> dict:
+        assert not generate or not self.asked, "curve and baseline asks want evidence only"
         self.asked.append(k)
         return {"evidence": [_unit(p) for p in range(1, self.per_k * k + 1)]}
 
