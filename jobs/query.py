@@ -1,13 +1,14 @@
 """``bookindex ask``: ask an index one question or many, in one process.
 
     bookindex ask QUESTION... --index DIR [--file FILE] [--method auto|bookrag|deepread|zoom|
-        ladrag|dense|bookrag_paper] [--doc NAME] [--k K] [--models offline|openai|vllm]
+        ladrag|dense|hybrid|bookrag_paper|M1,M2,...|all] [--doc NAME] [--k K] [--models offline|openai|vllm]
         [--model-config FILE.json] [--device auto|cpu|gpu] [--config FILE]
         [--set SECTION.FIELD=VALUE ...] [--json] [--quiet] [--verbose]
 
 Questions come from the arguments, from ``--file`` (one a line; ``-`` reads standard input) or,
 with neither, from standard input when it is not a terminal. The index and the models load
-once; the questions are answered as one batch (``QueryEngine.answer_many``). Each answer prints
+once; the questions are answered as one batch (``QueryEngine.answer_many``), each by every
+method ``--method`` names (several, comma-separated, or ``all``: side by side). Each answer prints
 with its evidence: document, page, section (``sec_id``), paragraph (``para_idx``), kind and
 score, then the plan or tool trace and the timings. ``--json`` prints one JSON object a line
 per question: the object ``POST /query`` returns. ``--doc`` takes a file name, a title or a
@@ -48,6 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     return job_parser(sys.modules[__name__])
 
 
+def methods_arg(value: str) -> list[str]:
+    """``--method``: one method, several separated by commas, or ``all`` (every method)."""
+    if value.strip() == "all":
+        return list(QUERY_METHODS)
+    methods = [m.strip() for m in value.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in QUERY_METHODS]
+    if not methods or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown method {', '.join(unknown) or repr(value)}: one of {', '.join(QUERY_METHODS)}"
+            " (several separated by commas), or all"
+        )
+    return methods
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("questions", nargs="*", metavar="QUESTION", help="one or more questions")
     parser.add_argument("--index", required=True, help="the index directory")
@@ -55,7 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--file", default=None, help="more questions, one a line (- reads standard input)"
     )
     parser.add_argument(
-        "--method", choices=QUERY_METHODS, default="auto", help="default auto. " + describe(QUERY)
+        "--method",
+        type=methods_arg,
+        default=["auto"],
+        help="a method, several separated by commas (each question answered by each, side by "
+        "side), or all; default auto. " + describe(QUERY),
     )
     parser.add_argument(
         "--doc", default=None, help="ask inside one document: its file name, title or doc_id"
@@ -147,7 +166,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.error(str(exc))
             return 2
         requests = [
-            {"question": q, "method": args.method, "doc": args.doc, "k": args.k} for q in questions
+            {"question": q, "method": method, "doc": args.doc, "k": args.k}
+            for q in questions
+            for method in args.method
         ]
         results = engine.answer_many(requests)
     bad = False

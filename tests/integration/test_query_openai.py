@@ -69,18 +69,22 @@ def _check_cited(result: dict, fake: FakeOpenAI) -> None:
     assert not fallbacks(result["trace"])
 
 
-@pytest.mark.parametrize("method", QUERY_METHODS)
 def test_ask_answers_with_checked_citations_and_the_servers_token_counts(
-    paper_index, tmp_path, capsys, models, healthy, method
+    paper_index, tmp_path, capsys, models, healthy
 ):
+    """``bookindex ask --method all``: every method answers the question in one process."""
     before = dict(healthy.served)
-    code, [result] = _ask(paper_index, tmp_path, capsys, models, QUESTION, "--method", method)
+    code, results = _ask(paper_index, tmp_path, capsys, models, QUESTION, "--method", "all")
     assert code == 0
-    _check_cited(result, healthy)
+    assert [r["method"] for r in results] == ["bookrag", *QUERY_METHODS[1:]]  # auto: bookrag
+    for result in results:
+        _check_cited(result, healthy)
     served = {k: healthy.served[k] - before[k] for k in before}
-    assert result["usage"] == served and served["requests"] >= 1
-    asked = [body for body in healthy.chats if "Evidence:" in json.dumps(body)][-1]
-    assert f"[1] ({PAPER}, page {result['evidence'][0]['page']}, section" in json.dumps(asked)
+    used = {k: sum(r["usage"][k] for r in results) for k in before}
+    assert used == served and all(r["usage"]["requests"] >= 1 for r in results)
+    for result in results:  # each answer request numbered its units with their coordinates
+        unit = f"[1] ({PAPER}, page {result['evidence'][0]['page']}, section"
+        assert any(unit in json.dumps(b) for b in healthy.chats if "Evidence:" in json.dumps(b))
 
 
 def test_a_count_question_reaches_the_model_in_map_and_reduce(
@@ -97,20 +101,24 @@ def test_a_count_question_reaches_the_model_in_map_and_reduce(
 
 
 @pytest.mark.parametrize("fault", ["invalid_json", "stall"])
-@pytest.mark.parametrize("method", ["dense", "zoom", "bookrag"])
 def test_a_broken_model_gives_the_extractive_answer_on_record(
-    paper_index, tmp_path, capsys, models, healthy, fault, method
+    paper_index, tmp_path, capsys, models, healthy, fault
 ):
     healthy.fault = fault
-    code, [result] = _ask(paper_index, tmp_path, capsys, models, QUESTION, "--method", method)
-    assert code == 0 and result["error"] is None and result["evidence"]
-    assert result["answer"] and result["answer_type"] == "extractive"
-    assert result["citations"] == []
-    failed = fallbacks(result["trace"])
-    answer_step = "Reduce" if method == "bookrag" else "Cited_Answer"
-    assert answer_step in [f["step"] for f in failed]
-    expected = "no valid JSON" if fault == "invalid_json" else "failed"
-    assert all(expected in f["error"] for f in failed), failed
+    code, results = _ask(
+        paper_index, tmp_path, capsys, models, QUESTION, "--method", "dense,zoom,bookrag"
+    )
+    assert code == 0 and [r["method"] for r in results] == ["dense", "zoom", "bookrag"]
+    for result in results:
+        method = result["method"]
+        assert result["error"] is None and result["evidence"], method
+        assert result["answer"] and result["answer_type"] == "extractive", method
+        assert result["citations"] == []
+        failed = fallbacks(result["trace"])
+        answer_step = "Reduce" if method == "bookrag" else "Cited_Answer"
+        assert answer_step in [f["step"] for f in failed], method
+        expected = "no valid JSON" if fault == "invalid_json" else "failed"
+        assert all(expected in f["error"] for f in failed), failed
 
 
 @pytest.fixture(scope="module")
