@@ -176,7 +176,10 @@ class IndexConfig(Section):
     )
     enrich: bool = Field(True, description="vectors, entities, relations, entity resolution")
     enrich_workers: int | None = Field(
-        None, ge=1, description="enrich workers (each loads the models once); None: CPUs"
+        None,
+        ge=1,
+        description="enrich workers (each loads the models once); None: CPUs, and no more "
+        "than the job's enrich batches",
     )
     model_gpus: float | None = Field(
         None,

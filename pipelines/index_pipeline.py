@@ -553,7 +553,11 @@ class _RayRun:
                 # of them can otherwise hold every CPU while the structure tasks it waits for
                 # wait for one (seen on a 2-CPU node: Ray Data's budget left them none).
                 dataset = self._materialize(dataset, total, part_pages)
-                args = enrich_args(self.config, self.workers, docs_per_batch, self.width, answers)
+                # no more workers than batches: each loads the models, and a small job (one
+                # book, a few hundred passages) would load them for a worker with nothing to do
+                batches = max(1, -(-total // docs_per_batch))
+                pool = min(self.workers, batches)
+                args = enrich_args(self.config, pool, docs_per_batch, self.width, answers)
                 args.update(bounded_retries(self.config, actors=True))
                 dataset = dataset.map_batches(EnrichStage, **args)
                 if answers:  # ER selection: one processor pass for the corpus's questions
