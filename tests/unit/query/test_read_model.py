@@ -3,6 +3,8 @@ document-level view derived from it, the one BM25, and the one method registry t
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -117,8 +119,17 @@ def test_the_method_registry_feeds_the_jobs():
     assert PASSAGE_METHODS == ("zoom", "bm25", "dense")
     assert set(QUERY_METHODS) == {"auto", "bookrag", "deepread", "zoom", "ladrag", "dense",
                                   "hybrid", "bookrag_paper"}  # fmt: skip
-    method = next(a for a in query.build_parser()._actions if a.dest == "method")
-    assert tuple(method.choices) == QUERY_METHODS
+    parser = query.build_parser()
+    assert parser.parse_args(["q", "--index", "i"]).method == ["auto"]
+    assert (
+        tuple(parser.parse_args(["q", "--index", "i", "--method", "all"]).method) == QUERY_METHODS
+    )
+    for name in QUERY_METHODS:
+        assert query.methods_arg(name) == [name]
+    assert query.methods_arg("dense, zoom") == ["dense", "zoom"]
+    for bad in ("magic", "dense,magic", ","):
+        with pytest.raises(argparse.ArgumentTypeError, match="one of auto, bookrag"):
+            query.methods_arg(bad)
     assert evaluate.parse_methods(None, QUERY) == list(evaluated(QUERY))
     assert evaluate.parse_methods(None, PASSAGE) == list(PASSAGE_METHODS)
     assert evaluate.parse_methods("zoom,magic", PASSAGE) is None
