@@ -1,11 +1,14 @@
 """The index job with --models openai on real PDFs: all model work goes through ray.data.llm
 processors against an OpenAI-compatible server started here (127.0.0.1). Every figure and table
-is described from its page crop, the section refiner's windows are asked together and its
-decisions written to ``section_decisions``, the LLM's entities reach the entity tables, ER
-selection is asked through the processor, an answer that never becomes valid JSON is retried
-and then recorded in ``failures`` (the rule-based result stands), and the server saw batched,
-concurrent requests. A second index job against a server that answers 503 forever for some
-requests exits normally: those requests become failure rows, everything else is indexed."""
+is described from its page crop, and the descriptions' own entities are linked to their figure
+and table nodes; the section refiner's windows are asked together and its decisions written to
+``section_decisions``; the LLM's entities reach the entity tables; ER selection is asked through
+the processor; an answer that never becomes valid JSON is retried and then recorded in
+``failures`` (the rule-based result stands); a request the server answers 503 forever (some
+entity passages, one refiner window) is tried ``1 + max_retries`` times and becomes a failure
+row while the job exits normally and indexes everything else; and the server saw batched,
+concurrent requests. One index job serves every test (each costs a minute of processor
+start-ups): the server's rules for invalid answers and for 503s pick disjoint requests."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from bookindex.pipelines.store.schemas import (
     ENTITIES,
     ER_DECISIONS,
     FAILURES,
+    MENTIONS,
     NODES,
     SECTION_DECISIONS,
 )
@@ -62,12 +66,33 @@ def _bad_selection(body: dict) -> bool:
     return zlib.crc32(body["messages"][1]["content"].encode()) % 3 == 0
 
 
-def _answer(body: dict) -> str:
+UNAVAILABLE_WINDOW: list[int] = []  # the first candidate of the one window answered 503
+
+
+def _unavailable(body: dict) -> bool:
+    """Requests the server answers with 503 forever: the entity passages of one residue (none
+    of them one that would get an invalid answer), and the first refiner window it is sent
+    that would get a valid one."""
+    system = body["messages"][0].get("content")
+    if system == ENTITY_PROMPT:
+        passage = _passage(body)
+        return zlib.crc32(passage.encode()) % 5 == 2 and _kind(passage) > 1
+    if system == SECTION_PROMPT:
+        first = _window(body)[0]["index"]
+        if not UNAVAILABLE_WINDOW and not _bad_window(_window(body)):
+            UNAVAILABLE_WINDOW.append(first)
+        return first == UNAVAILABLE_WINDOW[0] if UNAVAILABLE_WINDOW else False
+    return False
+
+
+def _answer(body: dict):
+    if _unavailable(body):
+        return 503, {"error": {"message": "overloaded"}}
     images = image_parts(body)
     text = prompt_text(body)
     if images:
         kind = "table" if "this table" in text else "figure"
-        return f"FAKE DESCRIPTION of a {kind}, {len(images[0])} PNG bytes"
+        return f"FAKE DESCRIPTION of a {kind} drawn by {DESCRIBER}, {len(images[0])} PNG bytes"
     system = body["messages"][0]["content"]
     if system == SECTION_PROMPT:
         candidates = _window(body)
@@ -86,7 +111,13 @@ def _answer(body: dict) -> str:
     asked_again = RETRY_HEAD in body["messages"][-1]["content"]
     if _kind(passage) == 0 or (_kind(passage) == 1 and not asked_again):
         return "I found these entities: none that I can put in JSON {"
+    if DESCRIBER in passage:  # a figure's or table's description
+        maker = {"name": DESCRIBER, "type": "ORG", "description": "draws the figures"}
+        return json.dumps({"entities": [maker], "relations": []})
     return json.dumps({"entities": _entities(passage), "relations": []})
+
+
+DESCRIBER = "Vizmaker"  # a name only the model's descriptions hold
 
 
 def _entities(passage: str) -> list[dict]:
@@ -109,19 +140,26 @@ def indexed(ray_session, shared_data, tmp_path_factory):
     config.index.enrich_workers = 2
     config.index.section_window = 6  # several refiner requests for one paper
     out = tmp_path_factory.mktemp("llm_batch") / "index"
-    summary = run_index([str(shared_data / p) for p in PDFS], out, config)
-    yield out, summary, fake
-    fake.close()
+    try:
+        summary = run_index([str(shared_data / p) for p in PDFS], out, config)
+    finally:
+        fake.close()
+    return out, summary, fake
 
 
 def _entity_requests(fake: FakeOpenAI) -> list[dict]:
     return [b for b in fake.chats if b["messages"][0].get("content") == ENTITY_PROMPT]
 
 
+def _tables(out) -> dict[str, pl.DataFrame]:
+    names = (NODES, ENTITIES, MENTIONS, FAILURES, SECTION_DECISIONS, ER_DECISIONS)
+    return {name: pl.from_arrow(lance_store.read_table(out, name)) for name in names}
+
+
 def test_every_figure_and_table_is_described_from_its_crop(indexed) -> None:
     out, summary, fake = indexed
-    assert summary.ok == len(PDFS)
-    nodes = pl.from_arrow(lance_store.read_table(out, NODES))
+    assert (summary.ok, summary.failed) == (len(PDFS), 0)
+    nodes = _tables(out)[NODES]
     modal = nodes.filter(pl.col("kind").is_in(["image", "table"]))
     assert modal.filter(pl.col("kind") == "image").height >= 5
     assert modal.filter(pl.col("kind") == "table").height >= 5
@@ -135,9 +173,28 @@ def test_every_figure_and_table_is_described_from_its_crop(indexed) -> None:
         assert pixmap.width > 10 and pixmap.height > 10
 
 
+def test_the_descriptions_own_entities_are_linked_to_their_figures_and_tables(indexed) -> None:
+    out, _, fake = indexed
+    tables = _tables(out)
+    answered = [  # the descriptions' own extraction, answered with the describer
+        b for b in _entity_requests(fake) if DESCRIBER in _passage(b) and not _unavailable(b)
+    ]
+    assert any(_kind(_passage(b)) > 0 for b in answered)
+    named = tables[ENTITIES].filter(pl.col("name") == DESCRIBER)
+    assert named.height == 1 and named["type"][0] == "ORG"
+    linked = (
+        tables[MENTIONS]
+        .select("entity_id", "node_id")
+        .join(named.select("entity_id"), on="entity_id")
+        .join(tables[NODES].select("node_id", "kind"), on="node_id")
+    )
+    assert linked.height >= 1 and set(linked["kind"]) <= {"image", "table"}
+    assert tables[ENTITIES].filter(pl.col("type") == "TABLE").height >= 1  # the rule's tables
+
+
 def test_llm_entities_and_invalid_answers(indexed) -> None:
     out, _, fake = indexed
-    requests = _entity_requests(fake)
+    requests = [b for b in _entity_requests(fake) if not _unavailable(b)]
     first = [_passage(b) for b in requests if len(b["messages"]) == 2]  # one per text node
     never = {p for p in first if _kind(p) == 0}
     later = {p for p in first if _kind(p) == 1}
@@ -145,10 +202,10 @@ def test_llm_entities_and_invalid_answers(indexed) -> None:
     asked_again = [_passage(b) for b in requests if len(b["messages"]) == 4]
     # max_retries=1: each invalid first answer was asked for once more, and nothing else
     assert sorted(asked_again) == sorted(p for p in first if _kind(p) in (0, 1))
-    entities = pl.from_arrow(lance_store.read_table(out, ENTITIES))
-    llm = entities.filter(pl.col("name").str.starts_with("LLM "))
+    tables = _tables(out)
+    llm = tables[ENTITIES].filter(pl.col("name").str.starts_with("LLM "))
     assert llm.height >= 10 and set(llm["type"]) == {"CONCEPT"}
-    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
+    failures = tables[FAILURES]
     invalid = failures.filter(
         (pl.col("stage") == "enrich") & pl.col("error").str.contains("invalid JSON answer")
     )
@@ -158,17 +215,20 @@ def test_llm_entities_and_invalid_answers(indexed) -> None:
 
 
 def _section_requests(fake: FakeOpenAI) -> list[dict]:
-    return [b for b in fake.chats if b["messages"][0].get("content") == SECTION_PROMPT]
+    """The refiner's first asks, one per window (a window answered 503 was sent twice)."""
+    asked = [b for b in fake.chats if b["messages"][0].get("content") == SECTION_PROMPT]
+    unique = {b["messages"][1]["content"]: b for b in asked if len(b["messages"]) == 2}
+    return list(unique.values())
 
 
 def test_refiner_windows_are_asked_together_and_decide_the_candidates(indexed) -> None:
     out, _, fake = indexed
-    asked = [b for b in _section_requests(fake) if len(b["messages"]) == 2]
+    asked = _section_requests(fake)
     assert len(asked) >= 3  # windows of 6 candidates
     # the windows are independent requests sent through the processor at once
     spans = [sp for sp in fake.spans if sp[2]["messages"][0].get("content") == SECTION_PROMPT]
     assert max_overlap(spans) >= 2
-    answered = [b for b in asked if not _bad_window(_window(b))]
+    answered = [b for b in asked if not _bad_window(_window(b)) and not _unavailable(b)]
     assert answered and len(answered) < len(asked)
     refused = {
         " ".join(c["text"].split())
@@ -176,35 +236,42 @@ def test_refiner_windows_are_asked_together_and_decide_the_candidates(indexed) -
         for c in _window(b)
         if c["index"] % 2 and c["proposed_level"] and not c["text"].endswith("…")
     }
-    nodes = pl.from_arrow(lance_store.read_table(out, NODES))
-    titles = {" ".join(t.split()) for t in nodes.filter(pl.col("kind") == "section")["title"]}
+    titles = {
+        " ".join(t.split())
+        for t in _tables(out)[NODES].filter(pl.col("kind") == "section")["title"]
+    }
     assert refused and not refused & titles
 
 
 def test_refiner_decisions_are_written_for_the_candidates(indexed) -> None:
     out, _, fake = indexed
-    decisions = pl.from_arrow(lance_store.read_table(out, SECTION_DECISIONS))
-    sent = [c for b in _section_requests(fake) if len(b["messages"]) == 2 for c in _window(b)]
+    tables = _tables(out)
+    decisions = tables[SECTION_DECISIONS]
+    asked = _section_requests(fake)
+    sent = [c for b in asked for c in _window(b)]
     assert decisions.height == len(sent)
     assert sorted(decisions["block_index"]) == sorted(c["index"] for c in sent)
     by_index = {c["index"]: c for c in sent}
-    bad = {
-        c["index"] for b in _section_requests(fake) for c in _window(b) if _bad_window(_window(b))
-    }
+    bad = {c["index"] for b in asked if _bad_window(_window(b)) for c in _window(b)}
+    unavailable = {c["index"] for b in asked if _unavailable(b) for c in _window(b)}
+    assert unavailable and not unavailable & bad
     for row in decisions.iter_rows(named=True):
         candidate = by_index[row["block_index"]]
         assert row["rule_level"] == candidate["proposed_level"] and row["page"] == candidate["page"]
         if row["block_index"] in bad:  # asked again once, never valid: the rule stands
             assert row["model_level"] is None and "2 attempt(s)" in row["error"]
+            assert "invalid JSON answer" in row["error"]
+        elif row["block_index"] in unavailable:  # tried twice, 503 both times: the rule stands
+            assert row["model_level"] is None and "HTTP 503" in row["error"]
+            assert "failed after 2 attempt(s)" in row["error"]
         else:
             refused = row["block_index"] % 2
             assert row["model_level"] == (0 if refused else candidate["proposed_level"])
-    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
-    windows = failures.filter(pl.col("stage") == "sections")
-    assert windows.height == len(
-        {b["messages"][1]["content"] for b in _section_requests(fake) if _bad_window(_window(b))}
-    )
-    assert all("invalid JSON answer" in e for e in windows["error"])
+    windows = tables[FAILURES].filter(pl.col("stage") == "sections")
+    invalid = windows.filter(pl.col("error").str.contains("invalid JSON answer"))
+    assert invalid.height == len([b for b in asked if _bad_window(_window(b))])
+    assert windows.filter(pl.col("error").str.contains("HTTP 503")).height == 1
+    assert invalid.height + 1 == windows.height
 
 
 def test_er_selection_goes_through_the_processor(indexed) -> None:
@@ -212,11 +279,11 @@ def test_er_selection_goes_through_the_processor(indexed) -> None:
     asked = [b for b in fake.chats if b["messages"][0].get("content") == SELECT_PROMPT]
     first = [b for b in asked if len(b["messages"]) == 2]
     assert first, "the resolver met no entity with several selected candidates"
-    decisions = pl.from_arrow(lance_store.read_table(out, ER_DECISIONS))
+    tables = _tables(out)
+    decisions = tables[ER_DECISIONS]
     assert decisions.filter(pl.col("action") == "llm").height >= 1
     never = [b for b in first if _bad_selection(b)]
-    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
-    selection = failures.filter(pl.col("error").str.contains("ER selection"))
+    selection = tables[FAILURES].filter(pl.col("error").str.contains("ER selection"))
     assert selection.height >= (1 if never else 0)
     assert all("2 attempt(s)" in e for e in selection["error"])
     # a question without a usable answer keeps the rule (action "select")
@@ -224,76 +291,31 @@ def test_er_selection_goes_through_the_processor(indexed) -> None:
         assert decisions.filter(pl.col("action") == "select").height >= 1
 
 
-def test_the_server_saw_concurrent_batched_requests(indexed) -> None:
-    _, _, fake = indexed
-    assert len(fake.chats) >= 100
-    assert fake.max_in_flight >= 2
-
-
-# ---- an endpoint that keeps failing for some requests ------------------------------------------
-
-
-def _unavailable(body: dict) -> bool:
-    """Requests the server answers with 503 forever: some entity passages, one refiner window."""
-    system = body["messages"][0].get("content")
-    if system == ENTITY_PROMPT:
-        return zlib.crc32(_passage(body).encode()) % 5 == 2
-    if system == SECTION_PROMPT:
-        return _window(body)[0]["index"] == FIRST_WINDOW[0]
-    return False
-
-
-FIRST_WINDOW: list[int] = []
-
-
-def _answer_or_503(body: dict):
-    system = body["messages"][0].get("content")
-    if system == SECTION_PROMPT and not FIRST_WINDOW:
-        FIRST_WINDOW.append(_window(body)[0]["index"])
-    if _unavailable(body):
-        return 503, {"error": {"message": "overloaded"}}
-    if system == SECTION_PROMPT:  # valid for every window here
-        candidates = _window(body)
-        decisions = [{"index": c["index"], "level": c["proposed_level"]} for c in candidates]
-        return json.dumps({"decisions": decisions})
-    if system == ENTITY_PROMPT:
-        return json.dumps({"entities": _entities(_passage(body))[:1], "relations": []})
-    return _answer(body)
-
-
-def test_requests_that_keep_failing_become_failure_rows(ray_session, shared_data, tmp_path):
-    fake = FakeOpenAI(_answer_or_503)
-    try:
-        models = ModelConfig(backend="openai", base_url=fake.url, model="m", max_retries=1)
-        config = BookindexConfig(models=models)
-        config.index.enrich_workers = 2
-        config.index.section_window = 6
-        summary = run_index([str(shared_data / p) for p in PDFS], tmp_path / "index", config)
-    finally:
-        fake.close()
+def test_requests_that_keep_failing_become_failure_rows(indexed) -> None:
+    out, summary, fake = indexed
     assert summary.ok == len(PDFS) and summary.failed == 0
-    out = tmp_path / "index"
     failed_bodies = [b for b in fake.chats if _unavailable(b)]
     assert failed_bodies
-    failures = pl.from_arrow(lance_store.read_table(out, FAILURES))
-    unavailable = failures.filter(pl.col("error").str.contains("HTTP 503"))
+    tables = _tables(out)
+    unavailable = tables[FAILURES].filter(pl.col("error").str.contains("HTTP 503"))
     assert unavailable.height >= 2
     assert all("failed after 2 attempt(s)" in e for e in unavailable["error"])
     assert unavailable.filter(pl.col("stage") == "sections").height == 1
     assert unavailable.filter(pl.col("stage") == "enrich").height >= 1
     # each failing request was tried twice (max_retries=1) and no more
-    tries = {}
+    tries: dict[str, int] = {}
     for body in failed_bodies:
         key = json.dumps(body["messages"])
         tries[key] = tries.get(key, 0) + 1
     assert all(n % 2 == 0 for n in tries.values())  # a text on two nodes is asked twice
     # everything else is indexed: the nodes, the descriptions, the other entities
-    nodes = pl.from_arrow(lance_store.read_table(out, NODES))
-    assert nodes.height > 100
-    modal = nodes.filter(pl.col("kind").is_in(["image", "table"]))
-    assert all(s.startswith("FAKE DESCRIPTION") for s in modal["summary"])
-    entities = pl.from_arrow(lance_store.read_table(out, ENTITIES))
-    assert entities.filter(pl.col("name").str.starts_with("LLM ")).height >= 5
-    decisions = pl.from_arrow(lance_store.read_table(out, SECTION_DECISIONS))
-    assert decisions.filter(pl.col("error").str.contains("HTTP 503")).height >= 1
+    assert tables[NODES].height > 100
+    assert tables[ENTITIES].filter(pl.col("name").str.starts_with("LLM ")).height >= 5
+    decisions = tables[SECTION_DECISIONS]
     assert decisions.filter(pl.col("model_level").is_not_null()).height >= 1
+
+
+def test_the_server_saw_concurrent_batched_requests(indexed) -> None:
+    _, _, fake = indexed
+    assert len(fake.chats) >= 100
+    assert fake.max_in_flight >= 2
