@@ -20,41 +20,49 @@ remain as aliases.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from bookindex._version import __version__
-from bookindex.jobs import (
-    evaluate,
-    index_corpus,
-    make_sample_corpus,
-    migrate_index,
-    query,
-    serve,
-    show_config,
-    show_index,
-    show_schema,
-)
 from bookindex.jobs.console import Console, add_output_arguments
 
-# the subcommands in the order of ``bookindex --help``: job module, one line of help (each
-# module's ``COMMAND`` names its subcommand)
-JOBS: list[tuple[ModuleType, str]] = [
-    (index_corpus, "index PDFs and passage corpora into Lance tables"),
-    (query, "ask an index questions: answers with evidence"),
-    (serve, "serve an index over HTTP (Ray Serve; token required)"),
-    (show_index, "what an index holds: documents, builds, failures, TOCs"),
-    (evaluate, "evaluate retrieval on a QA set (recall, page recall, ...)"),
-    (show_config, "the configuration: every field, its value and meaning"),
-    (migrate_index, "bring an index made by an older version up to date"),
-    (make_sample_corpus, "write the sample PDF corpus"),
-    (show_schema, "the tables of an index and what each column means"),
-]
-COMMANDS = {job.COMMAND: (job, summary) for job, summary in JOBS}
+# the subcommands in the order of ``bookindex --help``: the job module behind each, one line of
+# help (each module's ``COMMAND`` names its subcommand). A job module is imported only when its
+# subcommand runs or prints its help: the index job alone loads Ray Data, Lance and PyMuPDF's
+# layout model, seconds that ``bookindex show`` or ``bookindex config`` should not pay.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "index": ("bookindex.jobs.index_corpus", "index PDFs and passage corpora into Lance tables"),
+    "ask": ("bookindex.jobs.query", "ask an index questions: answers with evidence"),
+    "serve": ("bookindex.jobs.serve", "serve an index over HTTP (Ray Serve; token required)"),
+    "show": ("bookindex.jobs.show_index", "what an index holds: documents, builds, failures, TOCs"),
+    "eval": (
+        "bookindex.jobs.evaluate",
+        "evaluate retrieval on a QA set (recall, page recall, ...)",
+    ),
+    "config": (
+        "bookindex.jobs.show_config",
+        "the configuration: every field, its value and meaning",
+    ),
+    "migrate": (
+        "bookindex.jobs.migrate_index",
+        "bring an index made by an older version up to date",
+    ),
+    "sample": ("bookindex.jobs.make_sample_corpus", "write the sample PDF corpus"),
+    "schema": ("bookindex.jobs.show_schema", "the tables of an index and what each column means"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def job_module(name: str) -> ModuleType:
+    """The job module behind subcommand ``name``."""
+    return importlib.import_module(COMMANDS[name][0])
+
+
+def build_parser(full: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command's parser. The subcommands in ``full`` (None: every one) get their job's
+    arguments, description and example, which imports the job; the others only their name
+    and line of help (what ``bookindex --help`` lists)."""
     parser = argparse.ArgumentParser(
         prog="bookindex",
         description=__doc__,
@@ -62,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bookindex {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, summary) in COMMANDS.items():
+    for name, (_, summary) in COMMANDS.items():
+        if full is not None and name not in full:
+            commands.add_parser(name, help=summary)
+            continue
+        module = job_module(name)
         sub = commands.add_parser(
             name,
             help=summary,
@@ -77,7 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; its exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # the subcommand is the first word that is not an option (the command's only option,
+    # --version, takes no value); only its job is imported
+    named = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser([named] if named in COMMANDS else [])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

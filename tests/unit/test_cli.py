@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bookindex import __version__
-from bookindex.cli import COMMANDS, build_parser, main
+from bookindex.cli import COMMANDS, build_parser, job_module, main
 from bookindex.pipelines.store.schemas import TABLES, schema_for
 from bookindex.pipelines.store.table_docs import COLUMNS_DOC, TABLES_DOC
 
@@ -119,6 +119,23 @@ def test_the_parser_has_one_subcommand_per_job():
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001
     assert list(commands.choices) == list(COMMANDS)
+    assert all(name == job_module(name).COMMAND for name in COMMANDS)
+
+
+def test_a_subcommand_imports_its_own_job_only():
+    """``bookindex show`` and ``bookindex config`` do not pay for the index job's imports (Ray
+    Data, Lance's dataset layer, PyMuPDF's layout model): seconds on every call."""
+    code = (
+        "import sys\n"
+        "from bookindex.cli import main\n"
+        "assert main(['config', '--json']) == 0\n"
+        "loaded = [m for m in ('bookindex.jobs.index_corpus', 'bookindex.jobs.serve', 'ray')"
+        " if m in sys.modules]\n"
+        "print('loaded', loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "loaded []" in done.stderr
 
 
 def test_names_read_from_the_input_print_as_one_line():
