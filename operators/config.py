@@ -184,8 +184,8 @@ class IndexConfig(Section):
     model_gpus: float | None = Field(
         None,
         ge=0,
-        description="GPUs per model-running worker; None: 1 with vllm, else 0 (an enrich "
-        "worker with a GPU embeds on it)",
+        description="GPUs per model-running worker; None: 1 with vllm or with the offline "
+        "embedder on cuda (models.embed_device), else 0 (an enrich worker with a GPU embeds on it)",
     )
     pdfs_per_enrich_batch: int = Field(
         1, ge=1, description="PDF documents per enrich batch (one book's nodes go together)"
@@ -233,11 +233,14 @@ class IndexConfig(Section):
         0.0, ge=0, description="GPUs per OCR worker (onnxruntime's CUDA provider, where installed)"
     )
 
-    def stage_gpus(self, backend: str) -> float:
-        """GPUs per worker of a stage that runs the configured model in-process."""
+    def stage_gpus(self, backend: str, embed_device: str = "cpu") -> float:
+        """GPUs per worker of a stage that runs the configured model in-process: ``model_gpus``
+        where set, else 1 with vllm or with the offline embedder on ``cuda`` (so that its
+        workers land on GPU nodes: a CPU node would fail them), else 0."""
         if self.model_gpus is not None:
             return self.model_gpus
-        return 1.0 if backend == "vllm" else 0.0
+        cuda = backend == "offline" and embed_device == "cuda"
+        return 1.0 if backend == "vllm" or cuda else 0.0
 
 
 class ResolverConfig(Section):

@@ -70,7 +70,8 @@ def enrich_args(
     document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
     ``index.task_retries`` retries of a crash;
     ``answers``: the rows carry the model's answers (pipelines/model_requests.py).
-    A worker that reserves a GPU (``--models vllm``, or ``index.model_gpus``) embeds on it:
+    A worker that reserves a GPU (``--models vllm``, ``index.model_gpus``, or
+    ``models.embed_device`` cuda, which reserves one a worker by default) embeds on it:
     its offline embedder gets ``embed_device`` cuda (otherwise the GPU would sit reserved and
     idle while the CPU embeds)."""
     from bookindex.pipelines.model_stage import (

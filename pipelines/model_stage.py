@@ -34,7 +34,7 @@ def model_stage_args(
     arguments (``models`` added), the worker pool and the GPUs per worker. ``pool``: the
     configured pool size (None: ``workers``). A stage that asks for GPUs gets an autoscaling
     pool of 1 to ``pool`` workers, so that it never waits for more GPUs than the cluster has."""
-    gpus = config.index.stage_gpus(config.models.backend)
+    gpus = config.index.stage_gpus(config.models.backend, config.models.embed_device)
     size = pool or workers
     args: dict[str, Any] = {
         "fn_constructor_kwargs": {"models": config.models.to_dict(), **constructor},

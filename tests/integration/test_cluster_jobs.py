@@ -117,6 +117,15 @@ def test_model_stages_ask_for_gpus_only_with_a_gpu_model():
     assert shared["num_gpus"] == 0.5
     assert shared["fn_constructor_kwargs"]["models"]["embed_device"] == "cuda"
     assert _pool(enrich_args(config("offline", enrich_workers=2), 4, 256, None)) == (2, 2)
+    # the offline embedder configured on cuda asks for a GPU a worker (by configuration alone:
+    # no worker lands on a CPU node, where it would fail); an explicit model_gpus stands
+    assert IndexConfig().stage_gpus("offline", "cuda") == 1
+    on_cuda = BookindexConfig(models=ModelConfig(embed_device="cuda"))
+    args = enrich_args(on_cuda, 4, 1, None)
+    assert args["num_gpus"] == 1 and _pool(args) == (1, 4)
+    assert args["fn_constructor_kwargs"]["models"]["embed_device"] == "cuda"
+    on_cuda.index.model_gpus = 0
+    assert "num_gpus" not in enrich_args(on_cuda, 4, 1, None)
     # the structure stage never owns a model: plain tasks; with a generative one it only
     # plans the section refiner's requests (a ray.data.llm processor answers them)
     assert structure_args(config("offline"), 4, grouped=False)["fn"] is index_documents
