@@ -95,13 +95,9 @@ def run_device(rows: list[dict], config: BookindexConfig, device: str, per_batch
     return {"rows": out, "seconds": seconds, "load_s": load_s, "runtime": worker._runtime}
 
 
-def node_vectors(rows: list[dict], width: int) -> np.ndarray:
-    parts = [np.frombuffer(r["node_vectors"] or b"", np.float32) for r in rows]
-    return np.concatenate(parts).reshape(-1, width) if parts else np.zeros((0, width))
-
-
-def sentence_vectors(rows: list[dict], width: int) -> np.ndarray:
-    parts = [np.frombuffer(r["sentence_vectors"] or b"", np.float32) for r in rows]
+def stacked(rows: list[dict], column: str, width: int) -> np.ndarray:
+    """Every row's vectors of ``column`` (packed float32, ``width`` wide), one after another."""
+    parts = [np.frombuffer(r[column] or b"", np.float32) for r in rows]
     return np.concatenate(parts).reshape(-1, width) if parts else np.zeros((0, width))
 
 
@@ -193,7 +189,7 @@ def agreement(cpu: list[dict], gpu: list[dict], min_cosine: float) -> int:
     """Prints the agreement of the two devices' rows; 1 when the minimum node-vector cosine
     is under ``min_cosine``, else 0."""
     width = int(cpu[0]["vector_width"]) if cpu else 0
-    node_cos = cosines(node_vectors(cpu, width), node_vectors(gpu, width))
+    node_cos = cosines(stacked(cpu, "node_vectors", width), stacked(gpu, "node_vectors", width))
     if not node_cos.size:
         print("agreement: not measured (no nodes)")
         return 0
@@ -201,7 +197,9 @@ def agreement(cpu: list[dict], gpu: list[dict], min_cosine: float) -> int:
         f"node vectors gpu vs cpu: min cosine {node_cos.min():.6f}, mean {node_cos.mean():.6f} "
         f"over {node_cos.size}"
     )
-    sent_cos = cosines(sentence_vectors(cpu, width), sentence_vectors(gpu, width))
+    sent_cos = cosines(
+        stacked(cpu, "sentence_vectors", width), stacked(gpu, "sentence_vectors", width)
+    )
     if sent_cos.size:
         print(
             f"sentence vectors gpu vs cpu: min cosine {sent_cos.min():.6f}, "

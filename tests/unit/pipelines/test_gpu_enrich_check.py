@@ -13,19 +13,19 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, missing_shared_data
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmarks" / "gpu_enrich_check.py"
 MUSIQUE = SHARED_DATA / "multihop" / "musique" / "corpus.jsonl"
 
 
-@pytest.mark.skipif(not MUSIQUE.is_file(), reason="no shared data")
 def test_the_gpu_enrich_check_runs_on_cpu_without_ray_or_lance(tmp_path, capsys) -> None:
-    sys.path.insert(0, str(ROOT))
     from benchmarks.gpu_enrich_check import main
+
+    if not MUSIQUE.is_file():
+        missing_shared_data(f"{MUSIQUE} not found")
 
     # the rows are made here (shared data, PyMuPDF) and read there, as on a GPU machine
     corpus, rows = tmp_path / "corpus.jsonl", tmp_path / "rows.pkl"
@@ -66,7 +66,6 @@ def test_the_gpu_enrich_check_runs_on_cpu_without_ray_or_lance(tmp_path, capsys)
 
 
 def test_the_agreement_measures(capsys) -> None:
-    sys.path.insert(0, str(ROOT))
     from benchmarks.gpu_enrich_check import agreement, cosines, graph_differences
 
     a = np.array([[1.0, 0.0], [0.6, 0.8]], np.float32)
