@@ -44,14 +44,29 @@ REQUEST_COLUMNS = ("doc_id", "node_id", "request", "attempts")
 ANSWER_COLUMNS = ("answer", "answer_error", "invalid_answer")
 
 
-def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_size: int = 16):
+def processor_config(
+    bookindex: BookindexConfig,
+    vision: bool = False,
+    batch_size: int = 16,
+    requests: int | None = None,
+):
     """The ``ray.data.llm`` processor configuration of the configured generative backend:
     ``index.enrich_workers`` workers (None: 1 engine for vllm, ``parse_workers`` or 4
-    concurrent posters for openai), ``batch_size`` requests per batch. Raises ``ModelError``
-    for a backend without generation, or one that is not configured."""
+    concurrent posters for openai), ``batch_size`` requests per batch. With ``requests`` (how
+    many the processor will be given), no more workers than batches: each worker starts a
+    process (and, with vllm, an engine on a GPU), and a pass of a few requests — the section
+    windows of a small job, the retries of the few invalid answers — would start them for
+    workers with nothing to do. Raises ``ModelError`` for a backend without generation, or
+    one that is not configured."""
     import ray.data.llm as llm
 
     models, index = bookindex.models, bookindex.index
+
+    def workers(configured: int) -> int:
+        if requests is None:
+            return configured
+        return max(1, min(configured, -(-requests // batch_size)))
+
     if models.backend == "vllm":
         if not models.vllm_model_path:
             raise ModelError("the vllm processor needs ModelConfig.vllm_model_path (a local dir)")
@@ -60,7 +75,7 @@ def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_siz
         return llm.vLLMEngineProcessorConfig(
             model_source=models.vllm_model_path,
             engine_kwargs={"seed": models.seed, **options},
-            concurrency=index.enrich_workers or 1,
+            concurrency=workers(index.enrich_workers or 1),
             batch_size=batch_size,
             accelerator_type=None,
             should_continue_on_error=True,  # a failed row is recorded, the rest goes on
@@ -77,7 +92,7 @@ def processor_config(bookindex: BookindexConfig, vision: bool = False, batch_siz
         return llm.HttpRequestProcessorConfig(
             url=f"{base_url}/chat/completions",
             headers={"Authorization": f"Bearer {key}"},
-            concurrency=index.enrich_workers or index.parse_workers or 4,
+            concurrency=workers(index.enrich_workers or index.parse_workers or 4),
             batch_size=batch_size,
             # the transport retries (429, 5xx, timeouts, refused connections) are the
             # session's, which then answers with the error instead of raising
@@ -259,15 +274,17 @@ def build_ray_processor(
     schema: dict | None = None,
     vision: bool = False,
     batch_size: int = 16,
+    requests: int | None = None,
 ) -> Any:
     """A ``ray.data.llm`` processor for one task, as a function of a dataset: request rows
     (``REQUEST_COLUMNS``) in, the same rows with ``ANSWER_COLUMNS`` out, one per request
-    whatever happened to it. Apply it as ``processor(dataset)``."""
+    whatever happened to it. Apply it as ``processor(dataset)``; ``requests``: how many
+    (``processor_config``: no more workers than batches)."""
     try:
         from ray.data.llm import build_processor
     except ImportError as e:  # ray[llm] extras missing
         raise ModelError(NEEDS_VLLM) from e
-    config = processor_config(bookindex, vision, batch_size)
+    config = processor_config(bookindex, vision, batch_size, requests)
     requests = _Requests(bookindex, schema, vision)
     return SettledProcessor(
         build_processor(config, preprocess=requests.pre, postprocess=requests.post)

@@ -125,10 +125,15 @@ def run_requests(dataset, config: BookindexConfig, task: str):
     pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1}).materialize()
     finished = []
     for attempt in range(1, attempts + 1):
-        if pending.count() == 0:
+        requests = pending.count()
+        if requests == 0:
             break
         processor = build_ray_processor(
-            config, schema, vision=task == DESCRIPTIONS, batch_size=REQUESTS_PER_BATCH
+            config,
+            schema,
+            vision=task == DESCRIPTIONS,
+            batch_size=REQUESTS_PER_BATCH,
+            requests=requests,
         )
         answered = processor(pending).materialize()
         retry = answered.filter(_retryable) if attempt < attempts else None

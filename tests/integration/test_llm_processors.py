@@ -163,3 +163,22 @@ def test_the_http_session_retries_then_answers_with_the_error() -> None:
     assert fake.max_in_flight >= 3  # sent together, not one after the other
     refused = asyncio.run(post_all("http://127.0.0.1:9/v1/chat/completions", ["a"]))
     assert "failed after 2 attempt(s): ClientConnectorError" in refused[0][1][ERROR_KEY]
+
+
+def test_a_pass_of_few_requests_starts_no_more_workers_than_its_batches() -> None:
+    """Each worker is a process (with vllm, an engine on a GPU): the section windows of a small
+    job or the retries of a few invalid answers get one worker, a full pass the configured
+    number, never more."""
+    vllm = _vllm_config()  # 2 engines configured
+    assert processor_config(vllm, batch_size=8, requests=5).concurrency == 1
+    assert processor_config(vllm, batch_size=8, requests=9).concurrency == 2
+    assert processor_config(vllm, batch_size=8, requests=10_000).concurrency == 2
+    assert processor_config(vllm, batch_size=8).concurrency == 2  # count unknown: as configured
+    http = BookindexConfig()
+    http.models.backend = "openai"
+    http.models.base_url = "http://127.0.0.1:9/v1"
+    http.models.model = "m"
+    http.index.parse_workers = 4  # 4 posters when enrich_workers is unset
+    assert processor_config(http, batch_size=16, requests=1).concurrency == 1
+    assert processor_config(http, batch_size=16, requests=33).concurrency == 3
+    assert processor_config(http, batch_size=16, requests=500).concurrency == 4
