@@ -43,13 +43,15 @@ def documents(n: int, per_doc: int, seed: int) -> list[dict]:
     return docs
 
 
-def resolve(docs: list[dict], phase: SelectionPhase) -> tuple[float, list[dict], tuple]:
-    started = time.perf_counter()
+def resolve(docs: list[dict], phase: SelectionPhase) -> tuple[float, float, list[dict], tuple]:
+    """(wall seconds, this process's CPU seconds, results, canonical rows)."""
+    started, cpu = time.perf_counter(), time.process_time()
     entities = CorpusEntities(DIM, ResolverConfig(), phase)
     results = []
     for at in range(0, len(docs), 40):  # the actor's batches (about 2,000 entities)
         results += entities.resolve(docs[at : at + 40])
-    return time.perf_counter() - started, results, entities.canonical_rows()
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return elapsed, cpu, results, entities.canonical_rows()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,21 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-doc", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    print("entities  questions  first_s  second_s  relabel_s  same  second run's share")
+    print(
+        "entities  questions  first_s  first_cpu_s  second_s  relabel_s  same  second run's share"
+    )
     for n in map(int, args.sizes.split(",")):
         docs = documents(n, args.per_doc, args.seed)
         phase = SelectionPhase({})
-        first_s, first, (rows, vectors) = resolve(docs, phase)
+        first_s, first_cpu, first, (rows, vectors) = resolve(docs, phase)
         answers = dict.fromkeys(phase.asked, 0)
         assert not phase.changes(answers) and phase.changes({next(iter(phase.asked)): -1})
-        second_s, second, (rows2, vectors2) = resolve(docs, SelectionPhase(answers))
+        second_s, _, second, (rows2, vectors2) = resolve(docs, SelectionPhase(answers))
         started = time.perf_counter()
         relabelled = [dict(r, decisions=relabel_answered(r["decisions"], answers)) for r in first]
         relabel_s = time.perf_counter() - started
         same = relabelled == second and rows == rows2 and np.array_equal(vectors, vectors2)
         share = second_s / (first_s + second_s)
         print(
-            f"{n:8d}  {len(answers):9d}  {first_s:7.1f}  {second_s:8.1f}  {relabel_s:9.3f}  "
+            f"{n:8d}  {len(answers):9d}  {first_s:7.1f}  {first_cpu:11.1f}  {second_s:8.1f}  "
+            f"{relabel_s:9.3f}  "
             f"{same!s:5}  {share:.0%}"
         )
     print(f"load {os.getloadavg()}")
