@@ -11,13 +11,14 @@ The job runs in phases, one after the other (pipelines/index_pipeline.py): the p
 (probe, parse, OCR, section tree, layout graph: tasks on every CPU of the cluster), the enrich
 phase (its input is materialised first; actors on every CPU, or with ``models.embed_device=cuda``
 on the GPUs only), the corpus entity resolution (one actor, one CPU, whatever the cluster), then
-the driver's commits, entity tables and search indexes (on the head). So
+the driver's commits, entity tables and search indexes (on the head; only the search indexes
+are counted: the rest is not measured). So
 
     parse   = pages · (parse_core_s + ocr_fraction · ocr_core_s) / (cluster vCPUs · vcpu_eff)
     enrich  = nodes · enrich_core_s / (cluster vCPUs · vcpu_eff)     (CPU path)
             = nodes / (gpu_nodes · gpu_rate)                          (GPU path)
     resolve = a · E + b · E²   (E = the documents' entities after resolution within each)
-    driver  = nodes · driver_s_per_node
+    driver  = nodes · driver_core_s / (head vCPUs · vcpu_eff)
     time    = parse + enrich + resolve + driver
 
 with ``nodes = pages · nodes_per_page`` and ``E = nodes · entities_per_node``. Cost: every node
@@ -59,6 +60,11 @@ RESOLVER_POINTS = ((10_000, 2.5), (100_000, 47.1))
 RESOLVE_A, RESOLVE_B = fit_resolver(list(RESOLVER_POINTS))
 
 
+# LanceDB's search indexes (full text and IVF-HNSW-SQ) over a node table, CPU seconds a row at
+# the largest size search_index_build measured (the cost a row still grows with the rows).
+DRIVER_CORE_S = 153.5 / 300_000
+
+
 @dataclass(frozen=True)
 class Inputs:
     """Every input of the arithmetic; docs/scaling.md traces each to the command that printed it
@@ -74,7 +80,7 @@ class Inputs:
     canonical_share: float = 1.0  # of those, the ones that stay entities (1: upper bound)
     resolve_a: float = RESOLVE_A  # CPU-s an entity: the corpus actor's fixed part
     resolve_b: float = RESOLVE_B  # CPU-s an entity per stored entity: its growing part
-    driver_s_per_node: float = 0.0  # head: commits, entity tables, search indexes (not known)
+    driver_core_s: float = DRIVER_CORE_S  # CPU-s a node: the search indexes, on the head
     # assumptions
     vcpu_eff: float = 1.0  # one cloud vCPU does the work of one core of the measuring machine
     cpu_vcpus: int = 32  # c6i.8xlarge
@@ -83,6 +89,7 @@ class Inputs:
     gpu_price: float = 1.212  # $/h g5.2xlarge
     head_price: float = 0.384  # $/h m6i.2xlarge
     cpu_node_gib: float = 64  # c6i.8xlarge memory: the corpus actor's node
+    head_vcpus: int = 8  # m6i.2xlarge
     head_gib: float = 32  # m6i.2xlarge memory: the driver
 
 
@@ -139,7 +146,7 @@ def estimate(
             raise ValueError("a GPU enrich rate needs GPU nodes")
         enrich_s = nodes / (gpu_nodes * gpu_rate)
     resolve_s = resolve_seconds(entities, inp)
-    driver_s = nodes * inp.driver_s_per_node
+    driver_s = nodes * inp.driver_core_s / (inp.head_vcpus * inp.vcpu_eff)
     cluster_h = (cpu_nodes * inp.cpu_price + gpu_nodes * inp.gpu_price + inp.head_price) / 3600
     tail_h = (inp.cpu_price + inp.head_price) / 3600
     cost = (parse_s + enrich_s) * cluster_h + (resolve_s + driver_s) * tail_h
@@ -200,7 +207,7 @@ def from_stats(path: str | Path) -> dict[str, float]:
         "embed_share": embed / (embed + entities),
         "entities_per_node": stages["resolve"]["rows_in"] / nodes,
         "canonical_share": stages["resolve"]["rows_out"] / stages["resolve"]["rows_in"],
-        "driver_s_per_node": driver / nodes,
+        "driver_wall_s_per_node": driver / nodes,
     }
 
 

@@ -27,7 +27,7 @@ HAND = Inputs(
     canonical_share=0.5,
     resolve_a=1e-4,
     resolve_b=1e-10,
-    driver_s_per_node=0.001,
+    driver_core_s=0.008,
 )
 
 
@@ -38,7 +38,7 @@ def test_one_cluster_computed_by_hand() -> None:
     assert e.parse_s == pytest.approx(2988.28125)  # 3e6 · (0.01 + 0.1 · 5) / 512
     assert e.enrich_s == pytest.approx(1171.875)  # 6e7 · 0.01 / 512
     assert e.resolve_s == pytest.approx(93_000)  # 1e-4 · 3e7 + 1e-10 · 9e14
-    assert e.driver_s == pytest.approx(60_000)  # 6e7 · 0.001
+    assert e.driver_s == pytest.approx(60_000)  # 6e7 · 0.008 / 8 head vCPUs
     assert e.total_s == pytest.approx(157_160.15625)
     # (2988.28 + 1171.88) s at 16 · 1.36 + 0.384 $/h, then 153,000 s at 1.36 + 0.384 $/h
     assert e.cost == pytest.approx(25.5896 + 74.12, abs=1e-3)
@@ -87,7 +87,7 @@ def test_inputs_from_an_index_jobs_stats(tmp_path, capsys) -> None:
             "embed_share": 0.75,
             "entities_per_node": 0.5,
             "canonical_share": 0.4,
-            "driver_s_per_node": 0.002,
+            "driver_wall_s_per_node": 0.002,
         }
     )
     # the command takes the shares, not the stage seconds (wall time inside the calls)
