@@ -56,7 +56,7 @@ def fit_resolver(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 # The corpus actor's own code (CorpusEntities) resolving er_scaling's synthetic names, one CPU:
 # (entities, CPU seconds), printed by er_selection_phase (first_cpu_s). Measured here.
-RESOLVER_POINTS = ((10_000, 2.5), (100_000, 47.1))
+RESOLVER_POINTS = ((10_000, 2.5), (100_000, 47.1), (300_000, 309.5))
 RESOLVE_A, RESOLVE_B = fit_resolver(list(RESOLVER_POINTS))
 
 
