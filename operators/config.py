@@ -319,6 +319,13 @@ class RelevanceConfig(Section):
     pages_per_unit: int = Field(
         3, ge=0, description="Page_Ranker spreads only in scopes of at least this × k pages"
     )
+    zoom_bm25_weight: float = Field(
+        0.5,
+        ge=0,
+        description="Zoom on a PDF: Chunk-Zoom's ranking of the leaves fused by reciprocal rank "
+        "with BM25's at this weight before Page_Ranker (0: the walk's ranking alone; chosen on "
+        "the tuning split of benchmarks/pdf_qa_split.json)",
+    )
     ppr_damping: float = Field(0.5, gt=0, lt=1, description="Graph_Reasoning PageRank damping")
     max_query_entities: int = Field(5, ge=1, description="entities linked per query")
 

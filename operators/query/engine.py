@@ -45,7 +45,7 @@ from bookindex.operators.query.documents import DocumentView
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
 from bookindex.operators.query.retrieval import Retrieval
-from bookindex.operators.query.scoring import fused_scores, page_ranker
+from bookindex.operators.query.scoring import fused_scores, fused_with_bm25, page_ranker
 from bookindex.operators.query.zoom import Zoom
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
@@ -382,7 +382,9 @@ class QueryEngine:
         """ZoomRAG (``operators.query.zoom``) for a batch: Doc-Zoom over the corpus gives the
         documents and the entity scores (one walk for the batch); Chunk-Zoom over those
         documents' chunks (a PDF's leaves, a passage's sentences) picks the evidence (one
-        solve for the batch): the leaf of each chunk, best first, once. A question asked of
+        solve for the batch): the leaf of each chunk, best first, once (a PDF's leaves: the
+        walk's ranking fused with BM25's at ``relevance.zoom_bm25_weight``, then spread over
+        pages by Page_Ranker: ``_pdf_evidence``). A question asked of
         one document walks that document's own graph (``zoom_of``: its vector, its entities,
         the query's links to them) and takes its chunks from it, so its evidence does not
         depend on the other documents of the index. Per question: (evidence positions,
@@ -408,7 +410,7 @@ class QueryEngine:
             for i, chunks in zip(asked, found, strict=True):
                 doc_lists[i], ranked[i] = [doc], chunks
         out = []
-        for doc_list, chunks, k in zip(doc_lists, ranked, ks, strict=True):
+        for question, doc_list, chunks, k in zip(questions, doc_lists, ranked, ks, strict=True):
             trace = [{"op": "Doc_Zoom", "out": len(doc_list)}]
             n_chunks = sum(len(self.zoom.chunks(d)) for d in doc_list)
             if n_chunks == 0:
@@ -419,21 +421,29 @@ class QueryEngine:
             for chunk, score in chunks:
                 best.setdefault(self.model.position(chunk.node_id), score)
             if any(not self.model.documents[d].passage for d in doc_list):
-                # a PDF's chunks: spread over pages as BookRAG's Page_Ranker does (units on a
-                # page already taken add no page)
-                ranked_positions, ranked_scores = page_ranker(
-                    self.model,
-                    np.asarray(list(best), np.int64),
-                    np.asarray(list(best.values()), np.float64),
-                    k,
-                    relevance=self.config.relevance,
-                )
-                evidence, scores = ranked_positions.tolist(), ranked_scores.tolist()
+                evidence, scores = self._pdf_evidence(question, best, k)
             else:
                 evidence = list(best)[:k]
                 scores = [best[p] for p in evidence]
             out.append(((evidence, scores), trace))
         return out
+
+    def _pdf_evidence(
+        self, question: str, best: dict[int, float], k: int
+    ) -> tuple[list[int], list[float]]:
+        """Chunk-Zoom's leaves of a PDF (position: walk score) to k evidence units: the walk's
+        ranking fused with BM25's by reciprocal rank at ``relevance.zoom_bm25_weight`` (0: the
+        walk's scores alone), then spread over pages as BookRAG's Page_Ranker does (units on a
+        page already taken add no page)."""
+        relevance = self.config.relevance
+        positions = np.asarray(list(best), np.int64)
+        scores = np.asarray(list(best.values()), np.float64)
+        if relevance.zoom_bm25_weight > 0:
+            scores = fused_with_bm25(
+                self.model, question, positions, scores, relevance.zoom_bm25_weight
+            )
+        ranked, ranked_scores = page_ranker(self.model, positions, scores, k, relevance=relevance)
+        return ranked.tolist(), ranked_scores.tolist()
 
     def zoom_of(self, doc: int) -> Zoom:
         """ZoomRAG over document ``doc`` alone (``DocumentView.single``), on a walk engine of

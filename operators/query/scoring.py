@@ -1,5 +1,6 @@
 """How relevant each node is to a question, and which nodes become the evidence: the hybrid
-text relevance (dense + BM25), the tree's scents, and BookRAG's Page_Ranker. The weights are
+text relevance (dense + BM25), the reciprocal-rank fusion of a ranking with BM25's (the
+``hybrid`` baseline's, and Zoom's on a PDF), the tree's scents, and BookRAG's Page_Ranker. The weights are
 ``operators.config.RelevanceConfig`` (measured on MMLongBench, see docs/results.md; the PDF QA ablation
 adds them one at a time). Node sets are numpy arrays of positions in a read model.
 """
@@ -61,13 +62,34 @@ def fused_scores(
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float64)
-    fused = np.zeros(positions.size, np.float64)
+    dense = None
     if index.has_vector[positions].any():
         if query_vector is None:
             query_vector = index.embed([query])[0]
-        fused += _reciprocal_ranks(index.dense_scores(query_vector, positions), positions, rrf_k)
+        dense = index.dense_scores(query_vector, positions)
+    return fused_with_bm25(index, query, positions, dense, rrf_k=rrf_k)
+
+
+def fused_with_bm25(
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    scores: np.ndarray | None,
+    bm25_weight: float = 1.0,
+    rrf_k: int = RRF_K,
+) -> np.ndarray:
+    """A ranking of ``positions`` (by ``scores``; None: none) fused with BM25's by reciprocal
+    rank: each node scores 1 / (rrf_k + its rank by ``scores``) + ``bm25_weight`` /
+    (rrf_k + its BM25 rank), ranks from 1, ties by position; a node no query word reaches gets
+    no BM25 term (``fused_scores`` is dense's ranking fused at weight 1)."""
+    positions = np.asarray(positions, np.int64)
+    fused = np.zeros(positions.size, np.float64)
+    if positions.size == 0:
+        return fused
+    if scores is not None:
+        fused += _reciprocal_ranks(scores, positions, rrf_k)
     lexical = index.lexical_scores(query, positions)
-    fused += np.where(lexical > 0, _reciprocal_ranks(lexical, positions, rrf_k), 0.0)
+    fused += bm25_weight * np.where(lexical > 0, _reciprocal_ranks(lexical, positions, rrf_k), 0.0)
     return fused
 
 

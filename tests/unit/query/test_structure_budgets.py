@@ -1,7 +1,8 @@
 """How the structure-aware methods spend their evidence units, on the real paper of conftest.py
 (MMLongBench 2303.05039v2.pdf, 9 pages): the hybrid baseline's reciprocal-rank fusion, the page
 budget DeepRead and LAD-RAG spend into, DeepRead's two readings (in depth on a document too
-short to spread over, page by page otherwise), and Chunk-Zoom's query seed."""
+short to spread over, page by page otherwise), Chunk-Zoom's query seed and Zoom's fusion of its
+walk with BM25 on a PDF."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import numpy as np
 from bookindex.operators.config import RelevanceConfig, WalkConfig
 from bookindex.operators.query import deepread
 from bookindex.operators.query.engine import QueryEngine
-from bookindex.operators.query.scoring import RRF_K, PageBudget, fused_scores, pages_in
+from bookindex.operators.query.scoring import (
+    RRF_K,
+    PageBudget,
+    fused_scores,
+    fused_with_bm25,
+    pages_in,
+)
 from bookindex.operators.query.zoom import query_seeds
 from bookindex.operators.walks.engine import _seeded
 from tests.conftest import PAPER
@@ -32,6 +39,19 @@ def test_fused_scores_are_reciprocal_ranks_of_dense_and_bm25(index, doc):
                 by_hand[i] += 1.0 / (RRF_K + rank)
     assert np.allclose(fused, by_hand)
     assert (lexical == 0).any() and fused.max() <= 2.0 / (RRF_K + 1)
+
+
+def test_a_weighted_fusion_scales_the_bm25_term_alone(index, doc):
+    leaves = index.leaves(doc)
+    dense = index.dense_scores(index.embed([QUESTION])[0], leaves)
+    lexical = index.lexical_scores(QUESTION, leaves)
+    full = fused_with_bm25(index, QUESTION, leaves, dense)
+    half = fused_with_bm25(index, QUESTION, leaves, dense, bm25_weight=0.5)
+    alone = fused_with_bm25(index, QUESTION, leaves, dense, bm25_weight=0.0)
+    assert np.allclose(full, fused_scores(index, QUESTION, leaves))
+    assert np.allclose(alone, full - 2 * (full - half))  # the BM25 term, halved twice
+    assert np.allclose(alone[lexical == 0], full[lexical == 0])  # no query word: no BM25 term
+    assert not np.allclose(alone[lexical > 0], full[lexical > 0])
 
 
 def test_the_hybrid_baseline_is_the_top_of_the_fused_ranking(engine, index, doc):
@@ -108,9 +128,13 @@ def test_zoom_on_one_pdf_starts_from_the_question_and_spreads_over_pages(index, 
     the question (entities alone started it elsewhere), and its units cover distinct pages."""
     from bookindex.operators.config import BookindexConfig
 
-    seeded = QueryEngine(index, BookindexConfig(walk=WalkConfig(device="cpu")))
+    walk_alone = RelevanceConfig(zoom_bm25_weight=0.0)  # the seed's effect, without BM25
+    seeded = QueryEngine(
+        index, BookindexConfig(walk=WalkConfig(device="cpu"), relevance=walk_alone)
+    )
     entities_only = QueryEngine(
-        index, BookindexConfig(walk=WalkConfig(device="cpu", query_seed=0.0))
+        index,
+        BookindexConfig(walk=WalkConfig(device="cpu", query_seed=0.0), relevance=walk_alone),
     )
     found = seeded.answer(QUESTION, "zoom", PAPER, k=3)["evidence"]
     before = entities_only.answer(QUESTION, "zoom", PAPER, k=3)["evidence"]
@@ -120,3 +144,29 @@ def test_zoom_on_one_pdf_starts_from_the_question_and_spreads_over_pages(index, 
     assert [e["node_id"] for e in found] != [e["node_id"] for e in before]
     pages = [e["page"] for e in found]
     assert len(pages) == len(set(pages))
+
+
+AMAZON = "How many items in total of Amazon related datasets in the paper?"
+
+
+def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
+    """The walk alone ranks the leaf BM25 ranks first (the one naming the Amazon datasets'
+    items, on the question's evidence page) below two others; fused with BM25's ranking
+    (``relevance.zoom_bm25_weight``, default 0.5) it is Zoom's first unit, among the same five."""
+    from bookindex.operators.config import BookindexConfig
+
+    def zoom(weight: float) -> list[int]:
+        config = BookindexConfig(
+            walk=WalkConfig(device="cpu"), relevance=RelevanceConfig(zoom_bm25_weight=weight)
+        )
+        found = QueryEngine(index, config).answer(AMAZON, "zoom", PAPER, k=5)["evidence"]
+        return [index.position(e["node_id"]) for e in found]
+
+    leaves = index.leaves(doc)
+    lexical = index.lexical_scores(AMAZON, leaves)
+    bm25_best = int(leaves[np.lexsort((leaves, -lexical))[0]])
+    assert index.page_start[bm25_best] == 4  # the question's evidence page
+    fused, walked = zoom(0.5), zoom(0.0)
+    assert len(fused) == len(walked) == 5
+    assert walked.index(bm25_best) == 2 and fused[0] == bm25_best
+    assert sorted(fused) == sorted(walked)
