@@ -170,6 +170,12 @@ class EntityLinker:
                 if len(form.split()) > max_words:
                     continue
                 self._by_name[form].append(position)
+        # first word of a name -> most words of a name starting with it: ``link`` tries only
+        # the spans that can be a name (the same names found, without joining every span)
+        self._first: dict[str, int] = {}
+        for form in self._by_name:
+            first, n = form.split()[0], len(form.split())
+            self._first[first] = max(self._first.get(first, 0), n)
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -196,8 +202,12 @@ class EntityLinker:
         else:
             words, caps = self._normalise(text).split(), []
         found: dict[int, None] = {}
+        first = self._first
         for start in range(len(words)):
-            for stop in range(min(len(words), start + self.max_words), start, -1):
+            longest = first.get(words[start])
+            if longest is None:
+                continue
+            for stop in range(min(len(words), start + longest), start, -1):
                 positions = self._by_name.get(" ".join(words[start:stop]), ())
                 if positions and (not caps or any(caps[start:stop])):
                     for position in positions:

@@ -53,7 +53,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -154,13 +154,34 @@ def unit_rows(xp: ModuleType, x: Any) -> Any:
 
 
 def _indicator(m: Any, n_rows: int, n_cols: int | None = None) -> tuple[Any, Any]:
-    """Host (rows, cols) of the non-zeros of a dense or scipy matrix (used as 0/1)."""
+    """Host (rows, cols) of the non-zeros of a dense or scipy matrix (used as 0/1), or of a
+    pair (rows, cols) of index lists (``ChunkLinks``: no matrix built; repeated pairs once),
+    in row-major order."""
+    if isinstance(m, ChunkLinks):
+        rows, cols = np.asarray(m.rows, np.int64), np.asarray(m.cols, np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= n_rows or cols.min() < 0):
+            raise ValueError(f"indicator rows out of range: expected {n_rows} rows")
+        if n_cols is not None and cols.size and cols.max() >= n_cols:
+            raise ValueError(f"indicator columns out of range: expected ≤ {n_cols} cols")
+        width = int(cols.max()) + 1 if cols.size else 1
+        key = np.unique(rows * width + cols)
+        return key // width, key % width
     m = sp.coo_matrix(sp.csr_matrix(_host(m)))
     m.sum_duplicates()
     m.eliminate_zeros()
     if m.shape[0] != n_rows or (n_cols is not None and m.shape[1] > n_cols):
         raise ValueError(f"indicator shape {m.shape}: expected {n_rows} rows, ≤ {n_cols} cols")
     return m.row.astype(np.int64), m.col.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class ChunkLinks:
+    """A query's chunk–entity links as index lists (chunk, entity), one pair per link: what
+    ``WalkEngine.chunk_zoom`` reads of a chunk–entity indicator, without a sparse matrix (a
+    SciPy matrix per query cost more than the rest of its Chunk-Zoom graph)."""
+
+    rows: Sequence[int]
+    cols: Sequence[int]
 
 
 def _row_blocks(n_rows: int, n_cols: int) -> range:
@@ -332,8 +353,13 @@ class WalkEngine:
         q = unit_rows(xp, self.backend.asarray(query_vectors, F64).reshape(-1, self.X.shape[1]))
         nq = q.shape[0]
         out = [(xp.zeros(0, dtype=xp.int64),) * 2 + (xp.zeros(0, dtype=F64),)]
-        blocks = _row_blocks(nq, nd)
-        buf = xp.empty((min(blocks.step, nq), nd), dtype=F64)  # reused across blocks
+        # A zero vector links no document (its exp(cos) is 1 everywhere: std 0, nothing above
+        # the mean): only the other rows are compared with the documents (the bridge walk's
+        # start nodes are all zero vectors, so its batch skips the pass over the corpus).
+        live = xp.nonzero(xp.any(q != 0, axis=1))[0]
+        q = q[live] if live.size < nq else q
+        blocks = _row_blocks(int(live.size), nd)
+        buf = xp.empty((min(blocks.step, int(live.size)), nd), dtype=F64)  # reused across blocks
         for lo in blocks:
             block = q[lo : lo + blocks.step]
             w = xp.matmul(block, self.X.T, out=buf[: len(block)])
@@ -341,7 +367,7 @@ class WalkEngine:
             # one pass for Σw and one for Σw² (no (w − mean)² temporary, as w.std would make)
             mean, std = _stats(xp, w.sum(axis=1), xp.einsum("ij,ij->i", w, w), nd)
             r, k = xp.nonzero(w > (mean + self.config.n_std * std)[:, None])
-            out.append((r + lo, k, w[r, k]))
+            out.append((live[r + lo], k, w[r, k]))
         hb, hj, hv = (xp.concatenate(p) for p in zip(*out, strict=True))
         hv = hv * (xp.bincount(hb, minlength=nq) * _inv(xp, xp.bincount(hb, hv, minlength=nq)))[hb]
         er, ec = _indicator(query_entity, nq, self.n_e)
