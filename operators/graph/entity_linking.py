@@ -176,9 +176,40 @@ class EntityLinker:
         for form in self._by_name:
             first, n = form.split()[0], len(form.split())
             self._first[first] = max(self._first.get(first, 0), n)
+        self._forms_of: dict[int, list[str]] | None = None  # link_among's, built on first use
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+    def link_among(self, texts: list[str], allowed: set[int]) -> list[list[int]]:
+        """Per text, ``[e for e in self.link(text) if e in allowed]``, looking up only the
+        names of the ``allowed`` entities (Chunk-Zoom links a document's chunks to that
+        document's own entities: a few names, not the corpus's)."""
+        if self._forms_of is None:  # entity -> its normalised names (once, on first use)
+            forms_of: dict[int, list[str]] = defaultdict(list)
+            for form, positions in self._by_name.items():
+                for position in positions:
+                    forms_of[position].append(form)
+            self._forms_of = forms_of
+        first: dict[str, int] = {}
+        for entity in allowed:
+            for form in self._forms_of.get(entity, ()):
+                words = form.split()
+                first[words[0]] = max(first.get(words[0], 0), len(words))
+        out = []
+        for text in texts:
+            found: dict[int, None] = {}
+            words = self._normalise(text).split() if first else []
+            for start in range(len(words)):
+                longest = first.get(words[start])
+                if longest is None:
+                    continue
+                for stop in range(min(len(words), start + longest), start, -1):
+                    for position in self._by_name.get(" ".join(words[start:stop]), ()):
+                        if position in allowed:
+                            found.setdefault(position, None)
+            out.append(list(found))
+        return out
 
     def _normalise(self, text: str) -> str:
         return normalise_name(strip_accents(text) if self.fold_accents else text)

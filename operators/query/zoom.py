@@ -280,7 +280,7 @@ class Zoom:
                 else np.zeros((0, self.view.doc_vectors.shape[1]), np.float32)
             )
             own = set(self.view.doc_entity[doc].indices.tolist())
-            entities = [[e for e in self.view.linker.link(c.text) if e in own] for c in chunks]
+            entities = self.view.linker.link_among([c.text for c in chunks], own)
             self._chunk_cache[doc] = (chunks, vectors, entities)
 
 

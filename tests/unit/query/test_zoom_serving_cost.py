@@ -1,5 +1,6 @@
 """The serving-cost changes of ZoomRAG give the results of the code they replace, on real
-HotpotQA passages: the entity linker's first-word index (operators.graph.entity_linking),
+HotpotQA passages: the entity linker's first-word index and its linking among a document's
+own entities (operators.graph.entity_linking),
 Chunk-Zoom's links as index lists instead of a sparse matrix per query, and the bridge walk's
 zero start vectors skipping the pass over the corpus (operators.walks.engine)."""
 
@@ -46,6 +47,25 @@ def test_linker_finds_what_every_span_finds_on_hotpotqa(passages):
             assert links == every_span(linker, p["text"], caps)
             found += len(links)
     assert found > len(passages)  # the passages name titles: the comparison is not empty
+
+
+def test_linking_among_a_documents_entities_filters_what_link_finds(passages):
+    """Chunk-Zoom's linking (``link_among``: only the names of the document's own entities)
+    finds, per sentence, what linking against every name finds among those entities."""
+    names, links, _ = title_links([p["title"] for p in passages], [p["text"] for p in passages])
+    linker = EntityLinker(names)
+    own: dict[int, set[int]] = {}
+    for p, e in links:
+        own.setdefault(p, set()).add(e)
+    found = 0
+    for p, passage in enumerate(passages):
+        allowed = own.get(p, set())
+        texts = sentences(passage["text"])
+        got = linker.link_among(texts, allowed)
+        assert got == [[e for e in linker.link(t) if e in allowed] for t in texts]
+        found += sum(map(len, got))
+    assert found > len(passages) // 2  # sentences name their passage's entities
+    assert linker.link_among(["Anything at all"], set()) == [[]]
 
 
 def test_chunk_links_rank_as_the_sparse_indicator_on_real_sentences(passages):
