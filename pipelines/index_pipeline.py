@@ -521,6 +521,7 @@ class _RayRun:
         self.driver.tell(StageProgress("parse", 0, total))
         dataset = dataset.materialize()
         seconds = time.perf_counter() - started
+        self.driver.add("materialize", seconds)  # stats.json: the documents before enrich
         self.driver.tell(StageProgress("parse", total, total, pages, seconds, finished=True))
         return dataset
 

@@ -20,7 +20,16 @@ from pathlib import Path
 from bookindex.pipelines.rows import from_json
 
 STATS_FILE = "stats.json"
-WORKER_STAGES = ("probe", "parse", "assemble", "layout_graph", "embed", "entities")
+WORKER_STAGES = (
+    "probe",
+    "parse",
+    "ocr",
+    "assemble",
+    "layout_graph",
+    "embed",
+    "entities",
+    "resolve_document",
+)
 
 
 def peak_memory_mb() -> float:
@@ -67,6 +76,12 @@ class DriverPhases:
             entry["wall_s"] = round(entry.get("wall_s", 0) + elapsed, 3)
             entry["peak_memory_mb"] = peak_memory_mb()
             self.tell(StageProgress(name, seconds=elapsed, finished=True, facts=dict(entry)))
+
+    def add(self, name: str, seconds: float) -> None:
+        """``seconds`` of wall time to ``name``'s entry: a span that the driver times but does
+        not run as a phase of its own (its listener hears it as the stage's progress)."""
+        entry = self.stages.setdefault(name, {})
+        entry["wall_s"] = round(entry.get("wall_s", 0) + seconds, 3)
 
     def tell(self, progress: StageProgress) -> None:
         """``progress`` to the listener, if any (a listener that fails never fails the job)."""

@@ -248,7 +248,8 @@ def assemble_group(
         first.update(status=FAILED, error=broken["range_error"], failure_stage=stage)
         first["traceback"] = broken["range_trace"]
     errors = [e for r in rows for e in from_json(r["page_errors"])]
-    parsed = (sum(r["parse_s"] for r in rows), max(r["parse_mb"] for r in rows))
+    # parse: the text ranges' seconds; ocr: the OCR stage's pages' (a stage of its own)
+    parsed = (sum(r["parse_s"] for r in ranges), max(r["parse_mb"] for r in rows))
     blocks = [b for r in ranges for b in from_json(r["blocks"])] if broken is None else []
     scanned = [b for r in read for b in from_json(r["blocks"])] if broken is None else []
     if broken is None and read and first["status"] == NEEDS_OCR:
@@ -271,6 +272,9 @@ def assemble_group(
         doc = document_row(first, errors)
         _isolation_failed(doc, exc, "assemble")
         doc.update(stage_timings=to_json({}), stage_memory=to_json({}), source="pdf")
+    if read:
+        timings = from_json(doc["stage_timings"], {})
+        doc["stage_timings"] = to_json(dict(timings, ocr=round(sum(r["parse_s"] for r in read), 4)))
     doc["n_ranges"] = len(ranges)
     doc["n_ocr_pages"] = sum(not from_json(r["page_errors"]) for r in read)
     doc["stage_nodes"] = to_json({"assemble": ray_node_id()})  # here, not in the child

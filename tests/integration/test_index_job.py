@@ -120,11 +120,15 @@ def test_every_run_writes_stage_statistics(indexed):
     assert summary_line(stats) == summary.line()
     assert stats["summary"]["ok"] == 4 and len(stats["documents"]) == 4
     stages = stats["stages"]
-    for name in ("probe", "parse", "assemble", "embed", "entities"):
+    for name in ("probe", "parse", "assemble", "embed", "entities", "resolve_document"):
         assert stages[name]["documents"] == 4 and stages[name]["cpu_s"] > 0, name
         assert stages[name]["peak_memory_mb"] > 50, name
     for name in ("identify", "ray_pipeline", "write_nodes", "resolve", "write_entities"):
         assert stages[name]["wall_s"] > 0, name
+    # plan and materialize (the documents before enrich) are spans within the Ray pipeline
+    inner = stages["plan"]["wall_s"] + stages["materialize"]["wall_s"]
+    assert stages["materialize"]["wall_s"] > 0 and inner < stages["ray_pipeline"]["wall_s"]
+    assert "ocr" not in stages  # no page of the sample corpus is read by OCR
     assert stages["write_nodes"]["rows_out"] == summary.nodes
     assert stages["resolve"]["rows_in"] >= stages["resolve"]["rows_out"] > 0
     assert all(d["timings"]["parse"] > 0 for d in stats["documents"])

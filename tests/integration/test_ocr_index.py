@@ -5,6 +5,8 @@ heading tree, paragraphs with coordinates, vectors and entities."""
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pymupdf
 import pytest
@@ -85,6 +87,17 @@ def test_the_next_run_reads_the_needs_ocr_document_and_replaces_its_rows(runs):
     assert after[FAILURES].filter(pl.col("doc_id") == book["doc_id"]).height == 0
     nodes = after[NODES].filter(pl.col("doc_id") == book["doc_id"])
     assert nodes.filter(pl.col("kind") == "image").height == 0  # the page images gave way
+
+
+def test_ocr_is_timed_as_a_stage_of_its_own(runs):
+    """A document's pages read by OCR count under ``ocr`` in its stage timings, its text
+    ranges under ``parse``."""
+    _, after, _, _ = runs
+    book = json.loads(_doc(after, "scanned_book.pdf")["stage_timings"])
+    paper = json.loads(_doc(after, "paper.pdf")["stage_timings"])
+    assert book["ocr"] > 0 and paper["ocr"] > 0 and paper["parse"] > 0
+    # three scanned pages take OCR longer than parsing two pages of text
+    assert book["ocr"] > paper["parse"]
 
 
 def test_the_scanned_book_gets_its_heading_tree(runs):
