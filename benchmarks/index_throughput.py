@@ -294,6 +294,20 @@ def source_tree(ref: str, scratch: Path) -> Path:
     return _tree("start", {"start": ref}, scratch)
 
 
+def run_child(name: str, tree: Path, spec: dict, scratch: Path, script: Path) -> list | dict:
+    """``script --child`` on ``spec`` (with ``scratch`` and ``out`` added) in a subprocess of its
+    own, in ``tree`` and with it on ``PYTHONPATH`` (so with its own local Ray); what the child
+    wrote to ``out``. A child that fails stops the run with its output."""
+    spec = dict(spec, scratch=str(scratch), out=str(scratch / "out.json"))
+    (scratch / "spec.json").write_text(json.dumps(spec))
+    command = [sys.executable, str(script), "--child", str(scratch / "spec.json")]
+    env = dict(os.environ, PYTHONPATH=str(tree), RAY_ADDRESS="local")
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return json.loads((scratch / "out.json").read_text())
+
+
 def run_trees(
     trees: dict[str, Path],
     pdfs: list[Path],
@@ -310,23 +324,11 @@ def run_trees(
         for name, tree in trees.items():
             scratch = tmp / f"run_{rep}_{name.split()[0]}"
             scratch.mkdir()
-            spec = {
-                "pdfs": [str(p) for p in pdfs],
-                "kinds": kinds,
-                "enrich": enrich,
-                "warmup": str(warmup),
-                "scratch": str(scratch),
-                "out": str(scratch / "out.json"),
-            }
-            (scratch / "spec.json").write_text(json.dumps(spec))
+            spec = {"pdfs": [str(p) for p in pdfs], "kinds": kinds, "enrich": enrich}
+            spec["warmup"] = str(warmup)
             log(f"{name} (round {rep + 1}/{reps}): {len(pdfs)} PDFs, {','.join(kinds)} ...")
-            command = [sys.executable, str(Path(__file__).resolve()), "--child"]
-            command.append(str(scratch / "spec.json"))
-            env = dict(os.environ, PYTHONPATH=str(tree), RAY_ADDRESS="local")
-            done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
-            if done.returncode:
-                raise SystemExit(f"{name} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            for r in json.loads((scratch / "out.json").read_text()):
+            script = Path(__file__).resolve()
+            for r in run_child(name, tree, spec, scratch, script):
                 log(f"{name} {r['kind']}: {r['line']} (load {r['load']:.1f})")
                 method = f"(a) {name}, {r['kind']}" + (f", round {rep + 1}" if reps > 1 else "")
                 row = Row(method, len(pdfs), r["pages"], r["seconds"], r["failed"], r["cpu"])

@@ -1,0 +1,68 @@
+"""benchmarks.job_throughput on its small mix (one HiPS book, one MMLongBench paper, 50 MuSiQue
+passages): the whole job's table and its stage breakdown, read from the printed output."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = 18 + 9  # 6-traditional-medicines and 2303.05039v2
+PASSAGES = 50
+
+
+def _value(out: str, label: str) -> float:
+    found = re.search(rf"^{re.escape(label)}\s+\|\s+([-\d.]+)\s*$", out, re.MULTILINE)
+    assert found, f"no row {label!r} in:\n{out}"
+    return float(found.group(1))
+
+
+def _stages(out: str) -> dict[str, float | None]:
+    rows = re.findall(r"^((?:cpu|wall) {1,2}\S+)\s+\|\s+(\S+)\s+\|", out, re.MULTILINE)
+    return {name: None if value == "-" else float(value) for name, value in rows}
+
+
+@pytest.fixture(scope="module")
+def small_run(shared_data) -> str:
+    env = dict(os.environ, BOOKINDEX_SHARED_DATA=str(shared_data))
+    command = [sys.executable, "-m", "benchmarks.job_throughput", "--mix", "small", "--no-warmup"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_whole_job_counts_the_mix_and_its_rates(small_run):
+    out = small_run
+    assert _value(out, "pages") == PAGES
+    assert _value(out, "passages") == PASSAGES
+    assert _value(out, "failed documents") == 0
+    nodes, wall = _value(out, "nodes"), _value(out, "job wall s")
+    assert nodes > PASSAGES and wall > 0
+    assert _value(out, "pages/s") == pytest.approx(PAGES / wall, abs=0.01)
+    assert _value(out, "nodes/s") == pytest.approx(nodes / wall, abs=0.01)
+    assert _value(out, "job CPU s") > 0
+
+
+def test_the_stage_breakdown_is_recorded_and_adds_up(small_run):
+    stages = _stages(small_run)
+    wall = _value(small_run, "job wall s")
+    # every stage the job runs on this mix is recorded (no OCR page in it: no ocr row value)
+    ran = ["probe", "parse", "assemble", "layout_graph", "embed", "entities", "resolve_document"]
+    for name in ran:
+        assert stages[f"cpu {name}"] is not None and stages[f"cpu {name}"] > 0, name
+    assert stages["cpu ocr"] is None
+    phases = ["ray_pipeline", "resolve", "write_nodes", "write_entities", "search_indexes"]
+    for name in [*phases, " plan", " materialize", " enrich+fragments", "other"]:
+        assert stages[f"wall {name}"] is not None and stages[f"wall {name}"] >= 0, name
+    top = [v for k, v in stages.items() if k.startswith("wall ") and not k.startswith("wall  ")]
+    assert sum(top) == pytest.approx(wall, abs=0.05)  # other: the rest of the job's wall time
+    inner = sum(stages[f"wall  {n}"] for n in ("plan", "materialize", "enrich+fragments"))
+    assert inner == pytest.approx(stages["wall ray_pipeline"], abs=0.01)
+    # the per-document stages ran on 2 workers within the pipeline's wall time
+    worker = sum(v for k, v in stages.items() if k.startswith("cpu ") and v is not None)
+    assert worker <= 2 * stages["wall ray_pipeline"] * 1.1
