@@ -30,9 +30,9 @@ runs on the source tree of commit ``REF`` (``git archive``) and on this tree, al
 
 * the whole job per tree (all rounds summed): pages (PDF pages of documents that did not fail),
   passages, nodes, wall seconds, pages/s and nodes/s over the job's wall time, the CPU seconds
-  of the run's processes (``benchmarks.index_throughput``'s psutil accounting: the processes
-  under the child alive at the end, and those that ended where their parent reaped them) and
-  pages/s* = pages per CPU-second × 2;
+  of the run's processes (``CpuMeter``: those alive at the end with the children they reaped,
+  and those that ended unreaped at their last sample, every 0.5 s) and pages/s* = pages per
+  CPU-second × 2;
 * the stage breakdown from the job's own ``stats.json`` (``Summary.stats["stages"]``,
   docs/indexing.md): ``cpu`` rows, each per-document stage's ``cpu_s``, its seconds summed over
   documents as timed within the workers (wall time there, so they grow with the load): probe,
@@ -150,6 +150,47 @@ def mix_inputs(mix: Mix, scratch: Path) -> list[Path]:
     return [*pdfs, passages]
 
 
+class CpuMeter:
+    """CPU seconds of this process tree over a span: ``_cpu_since`` at the end (the processes
+    alive then, with the children they reaped) plus, for each process seen under this one
+    (sampled every ``interval`` s) that ended with its parent gone too, its CPU at its last
+    sample. The enrich actors are killed at the end of their dataset and their model processes
+    with them, unreaped: ``_cpu_since`` alone missed those (the bulk of enrich's CPU). What an
+    ended process spent after its last sample is not counted."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        import threading
+
+        self.interval, self.last, self.parent = interval, {}, {}
+        self.before = _process_cpu()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self.done.wait(self.interval):
+            for proc in me.children(recursive=True):
+                try:
+                    t = proc.cpu_times()
+                    key = (proc.pid, proc.create_time())
+                    self.last[key] = t.user + t.system + t.children_user + t.children_system
+                    self.parent[key] = proc.ppid()
+                except psutil.Error:
+                    continue
+
+    def stop(self) -> float:
+        self.done.set()
+        self.thread.join()
+        now = _process_cpu()
+        alive = {pid for pid, _ in now}
+        ended = [k for k in self.last if k not in now and self.parent[k] not in alive]
+        lost = sum(self.last[k] - self.before.get(k, 0.0) for k in ended)
+        return _cpu_since(self.before) + lost
+
+
 def child(spec_path: str) -> None:
     """One tree's warm-up and timed job, in this process (started in that tree, with it on
     ``PYTHONPATH``); the result as JSON to ``spec["out"]``."""
@@ -165,10 +206,10 @@ def child(spec_path: str) -> None:
     try:
         if spec["warmup"]:
             run_index([spec["warmup"]], scratch / "warmup_index", options)
-        before, t0 = _process_cpu(), time.perf_counter()
+        meter, t0 = CpuMeter(), time.perf_counter()
         summary = run_index(spec["inputs"], scratch / "index", options)
         seconds = time.perf_counter() - t0
-        cpu = _cpu_since(before)
+        cpu = meter.stop()
     finally:
         ray.shutdown()
     result = {
