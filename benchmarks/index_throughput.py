@@ -28,7 +28,9 @@ Default PDFs: every PDF under ``<data>/hips/PDFs`` and ``<data>/mmlongbench/docu
   row then has the CPU seconds of the subprocess and every process under it (Ray's and the
   workers', with their isolated children: ``psutil``) over the timed run, and ``pages/s*`` =
   pages per CPU-second × 2 (the rate with a core to each worker; it falls much less with the
-  machine's load than the wall rate). A tree from before ``operators.config`` (67e641d and
+  machine's load than the wall rate; with ``--enrich`` it misses the enrich actors' model
+  processes, gone with their actors before the count: ``benchmarks.job_throughput``'s ``CpuMeter``
+  counts them). A tree from before ``operators.config`` (67e641d and
   earlier) runs with its ``IndexOptions`` and its own section filter (the rules).
 * ``(a') bookindex 1 proc``: reference only — ``parse_pages`` + ``assemble_document`` per
   PDF in this process, no Ray, no Lance write (open + metadata + parse + assemble are timed).
