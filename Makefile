@@ -67,7 +67,7 @@ test: lint
 unit: lint  # the fast tier alone: no Ray, no Serve
 	$(BIN)/python -m pytest -q tests/unit
 
-test-slow: $(STAMP)  # the tests marked slow (about 8 minutes on 2 cores), which make test leaves out
+test-slow: $(STAMP)  # the tests marked slow (about 10 minutes on 2 cores), which make test leaves out
 	$(BIN)/python -m pytest -q -m slow --durations=10 tests
 
 clean:

@@ -1,5 +1,8 @@
-"""benchmarks.job_throughput on its small mix (one HiPS book, one MMLongBench paper, 50 MuSiQue
-passages): the whole job's table and its stage breakdown, read from the printed output."""
+"""benchmarks.job_throughput: the whole job's table and its stage breakdown, read from the printed
+output. In `make test`: the tables of the session's sample-index job (its real stats, no job of
+its own). Marked slow (`make test-slow`, about 90 s): the benchmark itself, as a user runs it, on
+its small mix (one HiPS book, one MMLongBench paper, 50 MuSiQue passages) in a subprocess with
+its own Ray."""
 
 from __future__ import annotations
 
@@ -27,6 +30,34 @@ def _stages(out: str) -> dict[str, float | None]:
     return {name: None if value == "-" else float(value) for name, value in rows}
 
 
+def _tables_of(capsys, seconds: float, stats: dict) -> str:
+    from benchmarks.job_throughput import Totals, print_tables
+
+    totals = Totals()
+    totals.add(
+        {"seconds": seconds, "cpu": 1.0, "summary": stats["summary"], "stages": stats["stages"]}
+    )
+    print_tables({"this tree": totals})
+    return capsys.readouterr().out
+
+
+def test_the_tables_of_a_real_job_add_up(sample_index, capsys):
+    """The session's sample-corpus job (4 PDFs, 73 pages, enrich on): its counts and the stage
+    rows the breakdown reads from its stats."""
+    _, summary = sample_index
+    out = _tables_of(capsys, summary.seconds, summary.stats)
+    assert _value(out, "pages") == 73 and _value(out, "passages") == 0
+    assert _value(out, "nodes") == summary.nodes and _value(out, "failed documents") == 0
+    stages = _stages(out)
+    for name in ("probe", "parse", "assemble", "embed", "entities", "resolve_document"):
+        assert stages[f"cpu {name}"] is not None and stages[f"cpu {name}"] > 0, name
+    assert stages["cpu ocr"] is None  # the sample books all have a text layer
+    top = [v for k, v in stages.items() if k.startswith("wall ") and not k.startswith("wall  ")]
+    assert sum(v for v in top if v is not None) == pytest.approx(summary.seconds, abs=0.05)
+    inner = sum(stages[f"wall  {n}"] for n in ("plan", "materialize", "enrich+fragments"))
+    assert inner == pytest.approx(stages["wall ray_pipeline"], abs=0.01)
+
+
 @pytest.fixture(scope="module")
 def small_run(shared_data) -> str:
     env = dict(os.environ, BOOKINDEX_SHARED_DATA=str(shared_data))
@@ -36,6 +67,7 @@ def small_run(shared_data) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_whole_job_counts_the_mix_and_its_rates(small_run):
     out = small_run
     assert _value(out, "pages") == PAGES
@@ -48,6 +80,7 @@ def test_the_whole_job_counts_the_mix_and_its_rates(small_run):
     assert _value(out, "job CPU s") > 0
 
 
+@pytest.mark.slow
 def test_the_stage_breakdown_is_recorded_and_adds_up(small_run):
     stages = _stages(small_run)
     wall = _value(small_run, "job wall s")
