@@ -664,17 +664,29 @@ def build_app(args: dict) -> serve.Application:
     )
 
 
+DRAIN_VARIABLE = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
+DIRECT_INGRESS_DRAIN_S = 2.0
+
+
 def direct_ingress_env(port: int) -> dict[str, str]:
     """The environment under which Ray Serve's direct ingress puts the HTTP server inside the
     ingress replica (this application's engine replica), on exactly ``port``: a request then
     costs one replica's work, without the proxy actor and its two actor calls per request (the
     request, and the replica fetching the body back from the proxy). Read by Ray when it
     starts (controller and replicas): set it before ``ray.init``/``ray start``. One ingress
-    replica per node can hold the port."""
+    replica per node can hold the port.
+
+    The replica's drain before it stops is ``DIRECT_INGRESS_DRAIN_S`` (Ray's default, 30 s, is
+    for a load balancer's health checks to see it go; one local server has none, and Ctrl-C or
+    SIGTERM then took over 30 s), unless the environment sets
+    ``RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S`` itself. Requests in flight still finish:
+    Serve waits for them within the deployment's graceful shutdown."""
+    drain = os.environ.get(DRAIN_VARIABLE, str(DIRECT_INGRESS_DRAIN_S))
     return {
         "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
         "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
         "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),  # Ray's bound is exclusive
+        DRAIN_VARIABLE: drain,
     }
 
 

@@ -26,9 +26,6 @@ def bookindex_serve(index: Path, log_path: Path, token: str, *extra: str) -> Ite
     port = free_port()
     env = dict(os.environ, BOOKINDEX_SERVE_TOKEN=token, PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
-    # Ray Serve keeps a direct-ingress replica draining for 30 s at shutdown (time for a load
-    # balancer to deregister it; none here): the stop took ~34 s, all of it waiting.
-    env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] = "0"
     command = [str(Path(sys.executable).with_name("bookindex")), "serve", "--index", str(index)]
     command += ["--port", str(port), *extra]
     log = log_path.open("w")

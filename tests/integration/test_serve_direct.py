@@ -10,6 +10,7 @@ import secrets
 import httpx
 import pytest
 
+from bookindex.pipelines.serve_app import DIRECT_INGRESS_DRAIN_S, DRAIN_VARIABLE, direct_ingress_env
 from tests.serving import bookindex_serve
 
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
@@ -43,3 +44,14 @@ def test_the_engine_replica_answers_on_the_port_with_the_guard(direct):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "k"]
     answer = client.post("/query", json={"question": QUESTION, "method": "ladrag"}, headers=auth)
     assert answer.status_code == 200 and answer.json()["evidence"], answer.text
+
+
+def test_a_stop_drains_for_seconds_not_for_a_load_balancer(monkeypatch):
+    """Ray's 30 s drain of a direct-ingress replica (for a load balancer that one local server
+    does not have) made Ctrl-C take over 30 s; the environment's own setting still wins."""
+    monkeypatch.delenv(DRAIN_VARIABLE, raising=False)
+    env = direct_ingress_env(8000)
+    assert float(env[DRAIN_VARIABLE]) == DIRECT_INGRESS_DRAIN_S <= 5
+    assert env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] == "8000"
+    monkeypatch.setenv(DRAIN_VARIABLE, "30")
+    assert direct_ingress_env(8000)[DRAIN_VARIABLE] == "30"
