@@ -63,7 +63,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,6 @@ if "benchmarks" not in sys.modules:  # run as a script in another tree (--start)
     _spec.loader.exec_module(sys.modules["benchmarks"])
 
 from benchmarks.index_throughput import (  # noqa: E402 (after the package is this checkout's)
-    _cpu_since,
     _process_cpu,
     data_dir,
     log,
@@ -151,11 +150,11 @@ def mix_inputs(mix: Mix, scratch: Path) -> list[Path]:
 
 
 class CpuMeter:
-    """CPU seconds of this process tree over a span: ``_cpu_since`` at the end (the processes
+    """CPU seconds of this process tree over a span: ``_process_cpu`` at the end (the processes
     alive then, with the children they reaped) plus, for each process seen under this one
     (sampled every ``interval`` s) that ended with its parent gone too, its CPU at its last
     sample. The enrich actors are killed at the end of their dataset and their model processes
-    with them, unreaped: ``_cpu_since`` alone missed those (the bulk of enrich's CPU). What an
+    with them, unreaped: a count at the end alone missed those (the bulk of enrich's CPU). What an
     ended process spent after its last sample is not counted."""
 
     def __init__(self, interval: float = 0.5) -> None:
@@ -187,8 +186,8 @@ class CpuMeter:
         now = _process_cpu()
         alive = {pid for pid, _ in now}
         ended = [k for k in self.last if k not in now and self.parent[k] not in alive]
-        lost = sum(self.last[k] - self.before.get(k, 0.0) for k in ended)
-        return _cpu_since(self.before) + lost
+        spent = {**{k: self.last[k] for k in ended}, **now}  # alive now, or at its last sample
+        return sum(cpu - self.before.get(key, 0.0) for key, cpu in spent.items())
 
 
 def child(spec_path: str) -> None:
@@ -235,9 +234,7 @@ class Totals:
     seconds: float = 0.0
     cpu: float = 0.0
     rounds: int = 0
-
-    def __post_init__(self) -> None:
-        self.stages: dict[str, float | None] = {}
+    stages: dict[str, float | None] = field(default_factory=dict)
 
     def add(self, result: dict) -> None:
         s = result["summary"]
