@@ -16,7 +16,7 @@ import pytest
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-GAP_S = 20.0  # the asks below take ~1 s under load 24: 20 s leaves ample margin
+GAP_S = 10.0  # the asks below take ~1 s under load 24: 10 s leaves a tenfold margin
 APP = "reload_limit"
 
 
