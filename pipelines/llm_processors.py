@@ -269,6 +269,23 @@ class SettledProcessor:
         return self.processor(dataset).map(settled)
 
 
+def start_telemetry_actor() -> None:
+    """Start Ray's ``ray.data.llm`` usage-telemetry actor now, without waiting for it.
+
+    Ray 2.60's ``build_processor`` creates that actor on its first call and waits for it
+    (``TelemetryAgent.push_telemetry_report``: a ``ray.get``), so the job's first processor
+    waited for an actor process to start: 4 s on a quiet 2-CPU node, 10 s on a loaded one.
+    Started while the structure stage runs, it is up by then. (An internal of the pinned Ray;
+    where it moves, nothing is started and the first build waits as before.)"""
+    try:
+        from ray.llm._internal.batch.observability.usage_telemetry.usage import (
+            get_or_create_telemetry_agent,
+        )
+    except ImportError:
+        return
+    get_or_create_telemetry_agent()  # never raises: a failure is logged and ignored
+
+
 def build_ray_processor(
     bookindex: BookindexConfig,
     schema: dict | None = None,

@@ -4,17 +4,23 @@ Between the structure stage and the enrich stage, for every document row:
 
     documents ─flat_map(section_requests)─▶ one request per window of the LLM section
       refiner's candidates (SECTION_PROMPT, SECTION_SCHEMA; planned by the structure stage,
-      independent of each other) ─processor─▶ answers ─groupby(doc_id)─join─▶
+      independent of each other) ─processor─▶ answers ─attach─▶
       ─map_batches(structure_stage.apply_section_answers)─▶ trees rebuilt with the model's
       decisions, ``section_decisions`` (a window without a usable answer: the rules stand, and
       its error becomes a ``failures`` row, stage ``sections``)
     documents ─flat_map(description_requests)─▶ one request per figure and table (the page crop
       as a PNG image part, TABLE_PROMPT / IMAGE_PROMPT and the caption; the first
       ``index.max_described_per_document`` of a document, the rest a ``failures`` row)
-      ─processor (llm_processors)─▶ answers ─groupby(doc_id)─join─▶ node summaries
+      ─processor (llm_processors)─▶ answers ─attach─▶ node summaries
     documents ─flat_map(entity_requests)─▶ one request per text node (ENTITY_PROMPT, ENTITY_SCHEMA)
       ─processor; invalid JSON: repaired, then asked again with the invalid answer
-      (``models.max_retries`` times)─▶ answers ─groupby(doc_id)─join─▶ ``llm_entities``
+      (``models.max_retries`` times)─▶ answers ─attach─▶ ``llm_entities``
+
+Each pass is a Ray Data execution that starts its processor's workers, and a retry another; the
+passes are sequential (each task's requests come from the rows the previous one changed).
+``attach`` brings a pass's answers to the documents by a map that carries them (they are small:
+an answer per request), fused with the map that applies them; only an answer set over
+``BROADCAST_BYTES`` goes through a hash join.
 
 ``EnrichStage`` then reads the answers from the row (``answers=True``): a node whose answer
 stayed unusable keeps the rule-based (spaCy) entities, and its error becomes a ``failures`` row
@@ -42,7 +48,7 @@ from bookindex.operators.models.prompts import (
     TABLE_PROMPT,
 )
 from bookindex.operators.models.structured import retry_conversation
-from bookindex.pipelines.llm_processors import build_ray_processor
+from bookindex.pipelines.llm_processors import build_ray_processor, start_telemetry_actor
 from bookindex.pipelines.rows import from_json, to_json
 from bookindex.pipelines.structure_stage import apply_section_answers
 
@@ -58,6 +64,10 @@ SCHEMAS = {
     SELECTIONS: SELECT_SCHEMA,
 }
 REQUESTS_PER_BATCH = 16
+# An answer set up to this many bytes reaches its documents by a map that carries it
+# (``attach``), not by a hash join: Ray 2.60's join starts aggregator actors each time (22-25 s
+# of the test job's 76-134 s on a loaded 2-CPU node, for a few kB of answers).
+BROADCAST_BYTES = 64 * 1024 * 1024
 
 
 def described_nodes(row: dict) -> list[dict]:
@@ -122,10 +132,11 @@ def run_requests(dataset, config: BookindexConfig, task: str):
     the invalid answer shown, at most ``models.max_retries`` times; then their error stays."""
     schema = SCHEMAS[task]
     attempts = 1 + (config.models.max_retries if schema is not None else 0)
-    pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1}).materialize()
+    # the first attempt's column is set by a map that fuses with the processor's preprocess
+    pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1})
+    requests = dataset.count()
     finished = []
     for attempt in range(1, attempts + 1):
-        requests = pending.count()
         if requests == 0:
             break
         processor = build_ray_processor(
@@ -141,6 +152,7 @@ def run_requests(dataset, config: BookindexConfig, task: str):
         if retry is None:
             break
         pending = retry.map(_asked_again, fn_kwargs={"attempt": attempt + 1}).materialize()
+        requests = pending.count()
     columns = ["doc_id", "node_id", "answer", "answer_error", "attempts"]
     finished = [part.select_columns(columns) for part in finished]
     out = finished[0] if len(finished) == 1 else finished[0].union(*finished[1:])
@@ -171,10 +183,20 @@ def _asked_again(row: dict, attempt: int) -> dict:
     }
 
 
-def attach(documents, answers, column: str, partitions: int):
+def attach(documents, answers, column: str, partitions: int, broadcast_bytes: int | None = None):
     """The document rows with ``column``: JSON ``{node_id: [answer, error, attempts]}`` of
-    their answers (null for a document that had no request). Both inputs of each hash
-    shuffle are cut to their blocks with rows first (``rows_only``)."""
+    their answers (null for a document that had no request).
+
+    An answer set of at most ``broadcast_bytes`` (``BROADCAST_BYTES`` when None; Arrow bytes,
+    as materialized: an answer per request, small beside the documents) is collected on the
+    driver, grouped by document and given to a map over the documents (``with_answers``): no
+    shuffle, no aggregator actors, and the map fuses with the one that applies the answers. A
+    larger one is joined: both inputs of each hash shuffle are cut to their blocks with rows
+    first (``rows_only``)."""
+    limit = BROADCAST_BYTES if broadcast_bytes is None else broadcast_bytes
+    answers = answers.materialize()
+    if answers.size_bytes() <= limit:
+        return with_answers(documents, answers_by_document(answers), column)
     documents, answers = rows_only(documents), rows_only(answers)
     if answers is None:
         return documents.map_batches(
@@ -186,6 +208,36 @@ def attach(documents, answers, column: str, partitions: int):
     return documents.join(
         rows_only(grouped), "left_outer", num_partitions=partitions, on=("doc_id",)
     )
+
+
+def answers_by_document(answers) -> dict[str, dict[str, list]]:
+    """Answer rows (a materialized dataset) as ``{doc_id: {node_id: [answer, error,
+    attempts]}}``, in their order."""
+    by_doc: dict[str, dict[str, list]] = {}
+    for r in answers.iter_rows():
+        by_doc.setdefault(r["doc_id"], {})[r["node_id"]] = [
+            r["answer"],
+            r["answer_error"],
+            r["attempts"],
+        ]
+    return by_doc
+
+
+def with_answers(documents, by_doc: dict[str, dict[str, list]], column: str):
+    """``documents`` with ``column``: each one's answers in ``by_doc`` as JSON (null: none),
+    by a map over the documents that carries ``by_doc`` (one object, put in the object store
+    once for the map's tasks)."""
+    return documents.map_batches(
+        _answers_column, batch_format="pyarrow", fn_kwargs={"column": column, "by_doc": by_doc}
+    )
+
+
+def _answers_column(batch: pa.Table, column: str, by_doc: dict[str, dict[str, list]]) -> pa.Table:
+    if "doc_id" not in batch.column_names:  # a block without rows (a flat_map's empty one)
+        return batch
+    found = [by_doc.get(d) for d in batch.column("doc_id").to_pylist()]
+    values = [to_json(a) if a is not None else None for a in found]
+    return batch.append_column(column, pa.array(values, pa.string()))
 
 
 def rows_only(dataset):
@@ -262,6 +314,7 @@ def model_answers(documents, config: BookindexConfig, partitions: int, enrich: b
     """``documents`` with the section refiner's decisions applied (their trees rebuilt), and,
     with ``enrich``, their figure and table descriptions in the nodes and the LLM's entity
     answers in ``llm_entities`` (pipelines/enrich_worker.py reads them)."""
+    start_telemetry_actor()  # while the structure stage runs (the first processor waits for it)
     documents = documents.materialize()  # read twice below: the structure stage runs once
     requests = documents.flat_map(section_requests).materialize()
     if requests.count():

@@ -1,5 +1,8 @@
-"""The model answers' hash joins (pipelines/model_requests.attach: section decisions, figure and
-table descriptions, LLM entities) on inputs with empty partitions and empty blocks.
+"""How the model answers reach their documents (pipelines/model_requests.attach: section
+decisions, figure and table descriptions, LLM entities) on inputs with empty partitions and empty
+blocks, both ways: a small answer set by a map that carries it (the job's way below
+``BROADCAST_BYTES``), a larger one by a hash join (``broadcast_bytes=0`` here); both give the
+same rows.
 
 Ray 2.60's hash join takes each side's schema from its first block; a zero-row block without
 columns — what ``Dataset.filter`` leaves of a block it empties — carries none, and the
@@ -43,8 +46,16 @@ def _documents(ray, n: int, keep: set[str] | None = None):
     return dataset.materialize()
 
 
-def _joined(documents, answers, partitions: int) -> dict[str, dict | None]:
-    out = attach(documents, answers, "descriptions", partitions).take_all()
+WAYS = {"join": 0, "broadcast": None}  # attach's broadcast_bytes: 0 joins, None: the default
+
+
+@pytest.fixture(params=sorted(WAYS))
+def way(request) -> int | None:
+    return WAYS[request.param]
+
+
+def _joined(documents, answers, partitions: int, way: int | None) -> dict[str, dict | None]:
+    out = attach(documents, answers, "descriptions", partitions, broadcast_bytes=way).take_all()
     return {r["doc_id"]: json.loads(r["descriptions"]) if r["descriptions"] else None for r in out}
 
 
@@ -89,33 +100,34 @@ def hash_groupby(ray):
     yield from _with_shuffle(DataContext().shuffle_strategy, default_hash_shuffle_parallelism=8)
 
 
-def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(ray, sort_groupby):
+def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(ray, sort_groupby, way):
     documents = _documents(ray, 6, keep={"d05"})
     assert (0, 0) in _blocks(documents)  # the input the plain join fails on
     assert _blocks(rows_only(documents)) == [(1, 2)]
     answers = ray.data.from_items([_answer("d05", "n5")]).materialize()
     for partitions in (2, 8):  # more partitions than rows on both sides, and than CPUs
-        assert _joined(documents, answers, partitions) == {"d05": {"n5": ["about d05/n5", "", 1]}}
+        joined = _joined(documents, answers, partitions, way)
+        assert joined == {"d05": {"n5": ["about d05/n5", "", 1]}}
 
 
-def test_most_documents_without_answers_keep_their_rows_with_none(ray, hash_groupby):
+def test_most_documents_without_answers_keep_their_rows_with_none(ray, hash_groupby, way):
     documents = _documents(ray, 12)
     # the answers side as run_requests makes it: a filter over the processor's rows
     answers = ray.data.from_items(
         [_answer(f"d{i:02d}", f"n{j}") for i in range(12) for j in range(2)],
         override_num_blocks=6,
     ).filter(lambda r: r["doc_id"] == "d07")
-    joined = _joined(documents, answers.materialize(), partitions=16)
+    joined = _joined(documents, answers.materialize(), partitions=16, way=way)
     assert sorted(joined) == [f"d{i:02d}" for i in range(12)]
     assert joined.pop("d07") == {"n0": ["about d07/n0", "", 1], "n1": ["about d07/n1", "", 1]}
     assert set(joined.values()) == {None}
 
 
-def test_both_sides_with_empty_blocks_and_one_document(ray, sort_groupby):
+def test_both_sides_with_empty_blocks_and_one_document(ray, sort_groupby, way):
     documents = _documents(ray, 4, keep={"d02"})
     answers = ray.data.from_items(
         [_answer(f"d{i:02d}", "n") for i in range(4)], override_num_blocks=4
     ).filter(lambda r: r["doc_id"] == "d02")
-    assert _joined(documents, answers.materialize(), partitions=2) == {
+    assert _joined(documents, answers.materialize(), partitions=2, way=way) == {
         "d02": {"n": ["about d02/n", "", 1]}
     }
