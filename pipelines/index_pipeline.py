@@ -51,6 +51,7 @@ from bookindex.operators.structure.passages import Passage, is_passage_file, rea
 from bookindex.pipelines import provenance
 from bookindex.pipelines.enrich import EnrichStage, enrich_args
 from bookindex.pipelines.er_selection import document_selections
+from bookindex.pipelines.llm_processors import start_telemetry_actor
 from bookindex.pipelines.model_requests import model_answers
 from bookindex.pipelines.model_stage import bounded_retries
 from bookindex.pipelines.ocr_stage import (
@@ -535,6 +536,8 @@ class _RayRun:
             if f.doc_id not in passages
         ]
         texts = [passage_document_row(passages[f.doc_id]) for f in todo if f.doc_id in passages]
+        if self.config.models.generative:  # the first processor waits for it: started now
+            start_telemetry_actor()
         books, pages = self._pdf_documents(pdfs)
         parts = (
             [(books, index.pdfs_per_enrich_batch, len(pdfs), pages)] if books is not None else []

@@ -13,7 +13,8 @@ image parts as ``data:`` URLs) and ``attempts``. The processor answers with the 
 non-JSON answer, for the retry). With a ``schema``, the answer is repaired and checked
 (``operators.models.structured.checked_answer``) and ``answer`` holds the parsed JSON as text.
 The prompts and schemas are those of ``operators.models.prompts``, one set for both backends.
-Retries of unusable answers: ``pipelines.model_requests``.
+Retries of unusable answers: with openai, ``EndpointSession`` (within the pass); with vLLM, a
+pass each (``pipelines.model_requests``).
 
 A request that fails for good never fails the dataset: it becomes that row's ``answer_error``.
 Over HTTP, ``EndpointSession`` (the processor's ``session_factory``) sends a batch's requests
@@ -37,7 +38,7 @@ from typing import Any
 
 from bookindex.operators.config import BookindexConfig
 from bookindex.operators.models import ModelError
-from bookindex.operators.models.structured import checked_answer
+from bookindex.operators.models.structured import checked_answer, retry_conversation
 from bookindex.operators.models.vllm_local import DEFAULT_MAX_TOKENS, NEEDS_VLLM
 
 REQUEST_COLUMNS = ("doc_id", "node_id", "request", "attempts")
@@ -49,6 +50,7 @@ def processor_config(
     vision: bool = False,
     batch_size: int = 16,
     requests: int | None = None,
+    schema: dict | None = None,
 ):
     """The ``ray.data.llm`` processor configuration of the configured generative backend:
     ``index.enrich_workers`` workers (None: 1 engine for vllm, ``parse_workers`` or 4
@@ -56,8 +58,10 @@ def processor_config(
     many the processor will be given), no more workers than batches: each worker starts a
     process (and, with vllm, an engine on a GPU), and a pass of a few requests — the section
     windows of a small job, the retries of the few invalid answers — would start them for
-    workers with nothing to do. Raises ``ModelError`` for a backend without generation, or
-    one that is not configured."""
+    workers with nothing to do. With openai and a ``schema``, the session asks again itself
+    (``EndpointSession``: ``models.max_retries`` times) where an answer does not check against
+    it. Raises ``ModelError`` for a backend without generation, or one that is not
+    configured."""
     import ray.data.llm as llm
 
     models, index = bookindex.models, bookindex.index
@@ -102,14 +106,30 @@ def processor_config(
                 attempts=1 + models.max_retries,
                 base_wait_s=RETRY_BASE_WAIT_S,
                 timeout_s=models.timeout_s,
+                schema=schema,
+                answer_attempts=answer_attempts(bookindex, schema),
             ),
         )
     raise ModelError(f"backend {models.backend!r} has no generative model")
 
 
+def answer_attempts(bookindex: BookindexConfig, schema: dict | None) -> int:
+    """How many times a request with ``schema`` is asked at most: once, and
+    ``models.max_retries`` more where its answer is not valid JSON of the schema."""
+    return 1 + (bookindex.models.max_retries if schema is not None else 0)
+
+
+def asks_again_itself(bookindex: BookindexConfig) -> bool:
+    """Whether the processor asks again itself where an answer is not valid JSON of its
+    schema (openai: its ``EndpointSession``, within the pass), or leaves that to another pass
+    (vllm: ``model_requests.run_requests``)."""
+    return bookindex.models.backend == "openai"
+
+
 RETRY_BASE_WAIT_S = 0.5
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 ERROR_KEY = "bookindex_request_error"  # the answer of a request that failed for good
+ATTEMPTS_KEY = "bookindex_attempts"  # how many times the session asked (when more than once)
 
 
 class _Settled:
@@ -137,10 +157,24 @@ class EndpointSession:
     or, once ``attempts`` tries met 429/408/5xx, time-outs or refused connections (exponential
     back-off from ``base_wait_s``), or an answer that is not a JSON object, ``{ERROR_KEY: why}``
     with status 200, which the processor's postprocess turns into the row's ``answer_error``.
-    It never raises, so one failing request never fails the dataset."""
+    It never raises, so one failing request never fails the dataset.
 
-    def __init__(self, attempts: int = 3, base_wait_s: float = 0.5, timeout_s: float = 120.0):
+    With a ``schema``, an answer that does not check against it is asked again, with the
+    invalid answer shown (``structured.retry_conversation``, as ``run_requests`` asks again
+    with vLLM), up to ``answer_attempts`` asks in all: within the pass, so that a retry does
+    not cost another Ray Data execution and its workers' start-up. An answer asked more than
+    once says how many times (``ATTEMPTS_KEY``)."""
+
+    def __init__(
+        self,
+        attempts: int = 3,
+        base_wait_s: float = 0.5,
+        timeout_s: float = 120.0,
+        schema: dict | None = None,
+        answer_attempts: int = 1,
+    ):
         self.attempts, self.base_wait_s, self.timeout_s = max(1, attempts), base_wait_s, timeout_s
+        self.schema, self.answer_attempts = schema, max(1, answer_attempts)
         self.session: Any = None
 
     async def __aenter__(self) -> EndpointSession:
@@ -156,6 +190,20 @@ class EndpointSession:
         return asyncio.ensure_future(self._post(url, headers, data))
 
     async def _post(self, url: str, headers: dict | None, data: Any) -> _Settled:
+        settled = await self._send(url, headers, data)
+        if self.schema is None or self.answer_attempts == 1:
+            return settled
+        payload = json.loads(data)
+        for attempt in range(2, self.answer_attempts + 1):
+            invalid = _invalid_answer(settled.body, self.schema)
+            if invalid is None:
+                break
+            payload["messages"] = retry_conversation(payload["messages"], *invalid)
+            settled = await self._send(url, headers, json.dumps(payload))
+            settled.body[ATTEMPTS_KEY] = attempt
+        return settled
+
+    async def _send(self, url: str, headers: dict | None, data: Any) -> _Settled:
         import aiohttp
 
         why = ""
@@ -179,6 +227,20 @@ class EndpointSession:
                 return _Settled(200, {ERROR_KEY: f"HTTP {status}: {text[:300]}"})
             return _Settled(status, body)
         return _Settled(200, {ERROR_KEY: f"failed after {self.attempts} attempt(s): {why}"})
+
+
+def _invalid_answer(body: dict, schema: dict) -> tuple[str, str] | None:
+    """(the answer, what is wrong with it) where ``body``'s answer is text that does not check
+    against ``schema``, as ``_Requests.post`` records it; None otherwise (a usable answer, a
+    failed request, an empty answer: not asked again)."""
+    text, error = _answer_text({"http_response": body})
+    if error:
+        return None
+    try:
+        checked_answer(text, schema)
+    except ValueError as exc:
+        return (text[:2000], f"invalid JSON answer: {exc}"[:300]) if text[:2000] else None
+    return None
 
 
 class _Requests:
@@ -217,6 +279,7 @@ class _Requests:
 
     def post(self, row: dict) -> dict:
         keep = {k: row.get(k) for k in REQUEST_COLUMNS}
+        keep["attempts"] = _session_attempts(row) or keep["attempts"]
         text, error = _answer_text(row)
         keep["invalid_answer"] = ""
         if not error and self.schema is not None:
@@ -248,6 +311,17 @@ def _answer_text(row: dict) -> tuple[str, str]:
         return "", f"no answer in response: {str(response)[:200]}"
 
 
+def _session_attempts(row: dict) -> int | None:
+    """How many times ``EndpointSession`` asked for the row's answer, where more than once."""
+    response = row.get("http_response")
+    if isinstance(response, str):
+        try:
+            response = json.loads(response)
+        except json.JSONDecodeError:
+            return None
+    return response.get(ATTEMPTS_KEY) if isinstance(response, dict) else None
+
+
 def settled(row: dict) -> dict:
     """A processor's output row as an answer row: a vLLM row whose generation failed
     (``__inference_error__``, it skipped the postprocess) gets that error as ``answer_error``."""
@@ -275,7 +349,8 @@ def start_telemetry_actor() -> None:
     Ray 2.60's ``build_processor`` creates that actor on its first call and waits for it
     (``TelemetryAgent.push_telemetry_report``: a ``ray.get``), so the job's first processor
     waited for an actor process to start: 4 s on a quiet 2-CPU node, 10 s on a loaded one.
-    Started while the structure stage runs, it is up by then. (An internal of the pinned Ray;
+    Started before the probe and the structure stage run (``index_pipeline``), it is up by
+    then. (An internal of the pinned Ray;
     where it moves, nothing is started and the first build waits as before.)"""
     try:
         from ray.llm._internal.batch.observability.usage_telemetry.usage import (
@@ -301,7 +376,7 @@ def build_ray_processor(
         from ray.data.llm import build_processor
     except ImportError as e:  # ray[llm] extras missing
         raise ModelError(NEEDS_VLLM) from e
-    config = processor_config(bookindex, vision, batch_size, requests)
+    config = processor_config(bookindex, vision, batch_size, requests, schema)
     requests = _Requests(bookindex, schema, vision)
     return SettledProcessor(
         build_processor(config, preprocess=requests.pre, postprocess=requests.post)

@@ -48,7 +48,11 @@ from bookindex.operators.models.prompts import (
     TABLE_PROMPT,
 )
 from bookindex.operators.models.structured import retry_conversation
-from bookindex.pipelines.llm_processors import build_ray_processor, start_telemetry_actor
+from bookindex.pipelines.llm_processors import (
+    answer_attempts,
+    asks_again_itself,
+    build_ray_processor,
+)
 from bookindex.pipelines.rows import from_json, to_json
 from bookindex.pipelines.structure_stage import apply_section_answers
 
@@ -129,9 +133,11 @@ def _request(row: dict, node: dict, messages: list[dict]) -> dict:
 def run_requests(dataset, config: BookindexConfig, task: str):
     """Request rows → answer rows (``doc_id``, ``node_id``, ``answer``, ``answer_error``,
     ``attempts``), materialized. Entity answers that are not valid JSON are asked again, with
-    the invalid answer shown, at most ``models.max_retries`` times; then their error stays."""
+    the invalid answer shown, at most ``models.max_retries`` times; then their error stays.
+    With openai the processor's session asks again within the one pass
+    (``llm_processors.EndpointSession``); with vLLM each retry is a pass of its own here."""
     schema = SCHEMAS[task]
-    attempts = 1 + (config.models.max_retries if schema is not None else 0)
+    attempts = 1 if asks_again_itself(config) else answer_attempts(config, schema)
     # the first attempt's column is set by a map that fuses with the processor's preprocess
     pending = dataset.map(_with_attempt, fn_kwargs={"attempt": 1})
     requests = dataset.count()
@@ -314,7 +320,6 @@ def model_answers(documents, config: BookindexConfig, partitions: int, enrich: b
     """``documents`` with the section refiner's decisions applied (their trees rebuilt), and,
     with ``enrich``, their figure and table descriptions in the nodes and the LLM's entity
     answers in ``llm_entities`` (pipelines/enrich_worker.py reads them)."""
-    start_telemetry_actor()  # while the structure stage runs (the first processor waits for it)
     documents = documents.materialize()  # read twice below: the structure stage runs once
     requests = documents.flat_map(section_requests).materialize()
     if requests.count():

@@ -12,6 +12,7 @@ from bookindex.operators.config import BookindexConfig
 from bookindex.operators.models import ModelError
 from bookindex.operators.models.prompts import ENTITY_SCHEMA, SECTION_SCHEMA, SELECT_SCHEMA
 from bookindex.pipelines.llm_processors import (
+    ATTEMPTS_KEY,
     ERROR_KEY,
     EndpointSession,
     _Requests,
@@ -163,6 +164,64 @@ def test_the_http_session_retries_then_answers_with_the_error() -> None:
     assert fake.max_in_flight >= 3  # sent together, not one after the other
     refused = asyncio.run(post_all("http://127.0.0.1:9/v1/chat/completions", ["a"]))
     assert "failed after 2 attempt(s): ClientConnectorError" in refused[0][1][ERROR_KEY]
+
+
+def test_the_http_session_asks_again_where_an_answer_is_not_valid_json() -> None:
+    """With a schema, ``EndpointSession`` asks again within the pass, the invalid answer shown,
+    at most ``answer_attempts`` asks in all, and says how many it made; the processor's
+    postprocess reads that into ``attempts`` and records the last invalid answer."""
+    import asyncio
+
+    config = BookindexConfig()
+    config.models.backend = "openai"
+    requests = _Requests(config, SELECT_SCHEMA, vision=False)
+
+    def reply(body: dict):
+        content, asked = body["messages"][0]["content"], len(body["messages"])
+        if content == "never" or (content == "later" and asked == 1):
+            return "the first one, I think"
+        return json.dumps({"choice": 1})
+
+    fake = FakeOpenAI(reply, delay_s=0.05)
+
+    async def post_all(contents: list[str]) -> list[dict]:
+        session = EndpointSession(
+            attempts=1, base_wait_s=0.01, timeout_s=10, schema=SELECT_SCHEMA, answer_attempts=3
+        )
+        async with session:
+            pending = [
+                session.post(
+                    f"{fake.url}/chat/completions",
+                    {"Content-Type": "application/json"},
+                    json.dumps({"model": "m", "messages": [{"role": "user", "content": c}]}),
+                )
+                for c in contents
+            ]
+            return [await (await request).json() for request in pending]
+
+    try:
+        bodies = asyncio.run(post_all(["now", "later", "never"]))
+    finally:
+        fake.close()
+    rows = [
+        requests.post(
+            {
+                "doc_id": "d",
+                "node_id": str(i),
+                "request": "[]",
+                "attempts": 1,
+                "http_response": body,
+            }
+        )
+        for i, body in enumerate(bodies)
+    ]
+    assert [r["attempts"] for r in rows] == [1, 2, 3]
+    assert [bool(r["answer"]) for r in rows] == [True, True, False]
+    assert rows[2]["answer_error"].startswith("invalid JSON answer")
+    assert rows[2]["invalid_answer"] == "the first one, I think"
+    assert ATTEMPTS_KEY not in bodies[0]
+    asked = [len(b["messages"]) for b in fake.chats if b["messages"][0]["content"] == "never"]
+    assert sorted(asked) == [1, 3, 5]  # each ask shows the invalid answer and what was wrong
 
 
 def test_a_pass_of_few_requests_starts_no_more_workers_than_its_batches() -> None:
