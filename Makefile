@@ -51,7 +51,7 @@ format: $(STAMP)
 # its jobs' start-ups, which a busy CPU slows.) Tests marked slow (kill and resume, concurrent
 # jobs, the cluster Job API: each starts Ray clusters of its own) are left to `make test-slow`,
 # so that CI stays under 20 minutes.
-UNIT_HALF := tests/unit/models tests/unit/pipelines tests/unit/query
+UNIT_HALF := tests/unit/models tests/unit/pipelines tests/unit/walks tests/unit/eval
 test: lint
 	@half_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider --durations=5 $(UNIT_HALF) \
