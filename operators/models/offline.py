@@ -228,8 +228,25 @@ def _spacy(name: str, sentences: str = "parser"):
                 nlp.enable_pipe("senter")
             else:
                 nlp = spacy.load(name, exclude=[*SPACY_UNUSED, "senter"])
+            _numpy_matrix_products(nlp)
             _shared[key] = nlp
         return _shared[key]
+
+
+def _numpy_matrix_products(nlp) -> None:
+    """The pipeline's layers multiply matrices with NumPy's BLAS (OpenBLAS, one thread while
+    ``extract_entities_batch`` runs) instead of thinc's default, BLIS: the NER's token
+    encoder (about half of its CPU; the other half, the transition loop, stays in spaCy's
+    compiled code) takes a fifth to a third less CPU on this machine's AVX-512 CPU, with the
+    same entities and sentences on every node text of ``benchmarks.job_throughput``'s mix
+    (``benchmarks/ner_cost.py`` prints both; tests/unit/models/test_spacy_pipeline.py)."""
+    from thinc.api import NumpyOps
+
+    ops = NumpyOps(use_blis=False)
+    for _, component in nlp.pipeline:
+        model = getattr(component, "model", None)
+        for layer in model.walk() if model is not None else ():
+            layer.ops = ops
 
 
 class OfflineBackend:
@@ -332,8 +349,11 @@ class OfflineBackend:
         self, texts: list[str]
     ) -> list[tuple[list[ExtractedEntity], list[ExtractedRelation]]]:
         """NER over many texts in one spaCy pipe (several times faster than one by one)."""
+        from threadpoolctl import threadpool_limits
+
         pieces = [(t or "")[:_MAX_NER_CHARS] for t in texts]
-        return [_entities_of(doc) for doc in self._nlp.pipe(pieces, batch_size=64)]
+        with threadpool_limits(1, user_api="blas"):  # a worker a core: no BLAS threads
+            return [_entities_of(doc) for doc in self._nlp.pipe(pieces, batch_size=64)]
 
 
 def _entities_of(doc) -> tuple[list[ExtractedEntity], list[ExtractedRelation]]:

@@ -47,3 +47,45 @@ def test_senter_pipeline_keeps_nearly_all_entities(texts, full) -> None:
     before = {(i, e.name) for i, d in enumerate(full) for e in _entities_of(d)[0]}
     assert len(before) > 500
     assert len(names ^ before) <= 0.01 * len(before)
+
+
+@pytest.fixture(scope="module")
+def paper_texts() -> list[str]:
+    """What NER reads in a real paper (its nodes' texts, as the enrich stage takes them)."""
+    import pyarrow as pa
+
+    from bookindex.operators.graph.entities import node_text
+    from bookindex.pipelines.rows import from_json
+    from bookindex.pipelines.structure_stage import index_documents, probe_document
+
+    pdf = SHARED_DATA / "mmlongbench" / "documents" / "2303.05039v2.pdf"
+    row = dict(probe_document({"doc_id": "paper", "uri": str(pdf), "size": pdf.stat().st_size}))
+    row.update(start=0, stop=row["n_pages"])
+    (doc,) = index_documents(pa.Table.from_pylist([row]), use_outline=True).to_pylist()
+    found = [node_text(n) for n in from_json(doc["nodes"])]
+    return list(dict.fromkeys(t for t in found if t.strip()))
+
+
+def test_numpy_matrix_products_give_blis_entities_and_sentences(texts, paper_texts) -> None:
+    """The backend's pipeline multiplies with NumPy's BLAS (less CPU than thinc's BLIS): the
+    same entities, sentences and relations as the pipeline with thinc's default ops, on a real
+    paper's node texts and on MuSiQue passages."""
+    from thinc.api import NumpyOps
+
+    from bookindex.operators.models.offline import SPACY_UNUSED
+
+    backend = OfflineBackend(ModelConfig())
+    layers = [layer for _, c in backend._nlp.pipeline for layer in c.model.walk()]
+    assert layers and all(isinstance(x.ops, NumpyOps) and not x.ops.use_blis for x in layers)
+    blis = spacy.load(ModelConfig().spacy_model, exclude=[*SPACY_UNUSED, "parser", "tok2vec"])
+    blis.enable_pipe("senter")
+    assert blis.get_pipe("ner").model.ops.use_blis  # thinc's default: what this is against
+    both = paper_texts + texts
+    assert len(paper_texts) > 100
+    docs = list(blis.pipe(both))
+    mine = list(backend._nlp.pipe(both))
+    assert [[s.text for s in d.sents] for d in mine] == [[s.text for s in d.sents] for d in docs]
+    spans = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in docs]
+    assert sum(map(len, spans)) > 500
+    assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in mine] == spans
+    assert backend.extract_entities_batch(both) == [_entities_of(d) for d in docs]
