@@ -140,32 +140,46 @@ def _table(name: str, rows: list[dict], dim: int | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+SEARCH_COLUMNS = {NODES: "text", ENTITIES: "name"}  # the full-text indexed column per table
+
+
 def build_search_indexes(index_dir: str | Path, vector_index_min_rows: int = 1_000) -> list[str]:
     """LanceDB full-text indexes (node text, entity names) and vector indexes (IVF + HNSW with
     scalar quantisation, cosine) on the ``vector`` columns. A table under
     ``vector_index_min_rows`` rows gets no ANN index: a flat scan is exact and as fast there, and
     IVF needs that many rows to train its partitions. Returns what was built."""
+    return [
+        name
+        for table in SEARCH_COLUMNS
+        for name in build_table_search_indexes(index_dir, table, vector_index_min_rows)
+    ]
+
+
+def build_table_search_indexes(
+    index_dir: str | Path, table_name: str, vector_index_min_rows: int = 1_000
+) -> list[str]:
+    """``build_search_indexes`` for one table (``NODES`` or ``ENTITIES``): the job builds the
+    nodes' while the corpus resolver runs, the entities' once their table is written. Nothing
+    when the table does not exist."""
     import lancedb
 
     db = lancedb.connect(str(index_dir))
-    built = []
-    names = set(db.list_tables().tables)
-    for table_name, text_column in ((NODES, "text"), (ENTITIES, "name")):
-        if table_name not in names:
-            continue
-        table = db.open_table(table_name)
-        with warnings.catch_warnings():  # 0.40 deprecates it; create_index has no FTS column
-            warnings.simplefilter("ignore")
-            table.create_fts_index(text_column, replace=True)
-        built.append(f"{table_name}.{text_column}:fts")
-        rows = table.count_rows()
-        if rows >= vector_index_min_rows:
-            table.create_index(
-                metric="cosine",
-                vector_column_name="vector",
-                index_type="IVF_HNSW_SQ",
-                num_partitions=max(1, int(rows**0.5) // 8),
-                replace=True,
-            )
-            built.append(f"{table_name}.vector:ivf_hnsw_sq")
+    if table_name not in set(db.list_tables().tables):
+        return []
+    text_column = SEARCH_COLUMNS[table_name]
+    table = db.open_table(table_name)
+    with warnings.catch_warnings():  # 0.40 deprecates it; create_index has no FTS column
+        warnings.simplefilter("ignore")
+        table.create_fts_index(text_column, replace=True)
+    built = [f"{table_name}.{text_column}:fts"]
+    rows = table.count_rows()
+    if rows >= vector_index_min_rows:
+        table.create_index(
+            metric="cosine",
+            vector_column_name="vector",
+            index_type="IVF_HNSW_SQ",
+            num_partitions=max(1, int(rows**0.5) // 8),
+            replace=True,
+        )
+        built.append(f"{table_name}.vector:ivf_hnsw_sq")
     return built
