@@ -129,6 +129,21 @@ def test_lancedb_reads_the_tables_with_vector_and_text_search(first_run):
     assert any(word.lower() in (h["text"] + h["title"]).lower() for h in found)
 
 
+def test_both_tables_get_their_full_text_index_the_nodes_beside_the_resolver(first_run):
+    """The nodes' search indexes are built while the corpus resolver runs, the entities' after
+    their table is written: both are there when the job ends, and each answers."""
+    _, _, out, summary, snap, _ = first_run
+    db = lancedb.connect(str(out))
+    for table, column in ((NODES, "text"), (ENTITIES, "name")):
+        indexed = [i.columns for i in db.open_table(table).list_indices()]
+        assert [column] in indexed, (table, indexed)
+    name = snap[ENTITIES].sort("name")["name"][0]
+    hits = db.open_table(ENTITIES).search(name, query_type="fts").limit(5).to_list()
+    assert name in [h["name"] for h in hits]
+    stage = summary.stats["stages"]["search_indexes"]
+    assert stage["built"] == 2 and stage["nodes_s"] > 0  # full text alone: under 1,000 rows
+
+
 def test_a_grown_corpus_resolves_only_new_entities_and_replaces_a_changed_passage(first_run):
     root, corpus, out, _, snap, passages = first_run
     changed = dict(passages[0], text=passages[0]["text"] + " It was later renamed Zanzibar.")
