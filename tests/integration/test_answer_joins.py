@@ -54,6 +54,14 @@ def way(request) -> int | None:
     return WAYS[request.param]
 
 
+# The join is the job's way only for answer sets over BROADCAST_BYTES; its longer cases (their
+# shuffles start aggregator actors: 20-30 s each in CI) run in `make test-slow`, the job's own way
+# and the join's one-document case in every run
+@pytest.fixture(params=["broadcast", pytest.param("join", marks=pytest.mark.slow)])
+def way_join_slow(request) -> int | None:
+    return WAYS[request.param]
+
+
 def _joined(documents, answers, partitions: int, way: int | None) -> dict[str, dict | None]:
     out = attach(documents, answers, "descriptions", partitions, broadcast_bytes=way).take_all()
     return {r["doc_id"]: json.loads(r["descriptions"]) if r["descriptions"] else None for r in out}
@@ -100,7 +108,10 @@ def hash_groupby(ray):
     yield from _with_shuffle(DataContext().shuffle_strategy, default_hash_shuffle_parallelism=8)
 
 
-def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(ray, sort_groupby, way):
+def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(
+    ray, sort_groupby, way_join_slow
+):
+    way = way_join_slow
     documents = _documents(ray, 6, keep={"d05"})
     assert (0, 0) in _blocks(documents)  # the input the plain join fails on
     assert _blocks(rows_only(documents)) == [(1, 2)]
@@ -110,7 +121,8 @@ def test_leading_empty_blocks_without_columns_are_dropped_before_the_join(ray, s
         assert joined == {"d05": {"n5": ["about d05/n5", "", 1]}}
 
 
-def test_most_documents_without_answers_keep_their_rows_with_none(ray, hash_groupby, way):
+def test_most_documents_without_answers_keep_their_rows_with_none(ray, hash_groupby, way_join_slow):
+    way = way_join_slow
     documents = _documents(ray, 12)
     # the answers side as run_requests makes it: a filter over the processor's rows
     answers = ray.data.from_items(
