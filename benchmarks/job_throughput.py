@@ -57,7 +57,6 @@ pays Ray Data's first start-up in its plan phase): not for figures.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -68,13 +67,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if "benchmarks" not in sys.modules:  # run as a script in another tree (--start): this checkout's
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks",
-        REPO_ROOT / "benchmarks" / "__init__.py",
-        submodule_search_locations=[str(REPO_ROOT / "benchmarks")],
-    )
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+    from this_checkout import load_benchmarks  # benchmarks/this_checkout.py, beside this file
+
+    load_benchmarks()
 
 from benchmarks.index_throughput import (  # noqa: E402 (after the package is this checkout's)
     _process_cpu,

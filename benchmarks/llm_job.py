@@ -33,7 +33,6 @@ out the columns that hold times (``TIMED``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -44,13 +43,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if "benchmarks" not in sys.modules:  # run as a script in another tree (--start): this checkout's
-    _spec = importlib.util.spec_from_file_location(
-        "benchmarks",
-        REPO_ROOT / "benchmarks" / "__init__.py",
-        submodule_search_locations=[str(REPO_ROOT / "benchmarks")],
-    )
-    sys.modules["benchmarks"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["benchmarks"])
+    from this_checkout import load_benchmarks  # benchmarks/this_checkout.py, beside this file
+
+    load_benchmarks()
 
 from benchmarks.index_throughput import data_dir, log, run_child, source_tree  # noqa: E402
 from benchmarks.trees import tree_module  # noqa: E402
