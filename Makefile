@@ -4,13 +4,18 @@
 # pinned there; uv refuses anything unpinned or with another hash; uv instead of pip: 95 s → under
 # 10 s with a warm cache), then bookindex itself as an editable install (no dependency
 # resolution: --no-deps), which gives the `bookindex` command and `import bookindex` from this
-# checkout. uv reads no pip configuration: a local wheel directory in PIP_FIND_LINKS (where the
-# CPU torch wheel lies on this machine) is passed on as --find-links.
+# checkout. uv compiles the installed modules' bytecode as it installs (--compile-bytecode; pip
+# does by default, uv does not): where PYTHONDONTWRITEBYTECODE is set, as on this machine, a venv
+# without it compiles torch, transformers, spaCy and Ray from source again in every process that
+# imports them (every Ray worker, model host and command the tests start): 17-18 s against
+# 7-8 s for those imports in one process; 20 s more for `make venv`. uv reads no pip
+# configuration: a local wheel directory in PIP_FIND_LINKS (where the CPU torch wheel lies on
+# this machine) is passed on as --find-links.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
+UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 SAMPLE := data/sample_corpus
 INDEX := data/sample_index
@@ -45,7 +50,10 @@ format: $(STAMP)
 # The two tiers run one after the other: the unit tier first (no Ray), then the integration
 # tier (Ray, Serve, subprocess jobs), which runs even when the unit tier fails; either failing
 # fails the target. The unit tier is CPU-bound and runs as two pytest processes, one per core:
-# UNIT_HALF and the rest of tests/unit (a new folder lands in the rest: nothing is left out).
+# UNIT_HALF and the rest of tests/unit (a new folder lands in the rest: nothing is left out),
+# each with one thread for torch, ONNX Runtime and BLAS (OMP_NUM_THREADS=1): two processes of
+# two threads each on 2 cores spun and waited on each other (the tier 150-155 s against 176 s,
+# the two settings in turn on this machine).
 # (The two tiers side by side took longer than in turn on 2 cores: 1,547 s for the integration
 # tier beside the unit tier, against 967 s + 250 s alone; the integration tier waits on Ray and
 # its jobs' start-ups, which a busy CPU slows.) Tests marked slow (kill and resume, concurrent
@@ -54,9 +62,10 @@ format: $(STAMP)
 UNIT_HALF := tests/unit/models tests/unit/pipelines tests/unit/walks tests/unit/eval
 test: lint
 	@half_log=$$(mktemp); \
-	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider --durations=5 $(UNIT_HALF) \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider --durations=5 \
+		$(UNIT_HALF) \
 		> $$half_log 2>&1 & half_pid=$$!; \
-	$(BIN)/python -m pytest -q -m "not slow" --durations=5 tests/unit \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not slow" --durations=5 tests/unit \
 		$(foreach d,$(UNIT_HALF),--ignore=$(d)); rest=$$?; \
 	wait $$half_pid; half=$$?; \
 	echo "---- the other half of the unit tier ($(UNIT_HALF)) ----"; cat $$half_log; rm -f $$half_log; \
