@@ -49,7 +49,8 @@ import scipy.sparse as sp
 
 from bookindex.operators.models import ModelBackend
 from bookindex.operators.query.documents import REINDEX, Chunk, DocumentView, StaleIndexError
-from bookindex.operators.walks.engine import ChunkLinks, WalkEngine, unit_rows
+from bookindex.operators.walks.engine import ChunkLinks, WalkEngine
+from bookindex.operators.walks.topk import host as _host
 from bookindex.operators.walks.topk import top_k_rows
 
 
@@ -138,7 +139,9 @@ class Zoom:
         the batch."""
         depth = self.config.top_docs if depth is None else depth
         nd, nq = self.view.n_docs, len(vectors)
-        first = _node_distribution(self.engine.walk(vectors, query_entity)[0], nd)
+        similarity = _host(self.engine.similarities(vectors))  # exp(cos(query, document))
+        first = self.engine.walk(vectors, query_entity, similarities=similarity)[0]
+        first = _node_distribution(first, nd)
         # The query list: passages the query names by title first, then by the query walk.
         query_list = first[:, :nd] + 2.0 * self.named_passages(query_entity).toarray()
         best, _ = top_k_rows(query_list, 1)
@@ -148,24 +151,15 @@ class Zoom:
         # The bridge walk's start node has no document links (a zero vector links none).
         second = _node_distribution(self.engine.walk(np.zeros_like(vectors), seeds)[0], nd)
         reached = second[:, :nd].sum(axis=1) > 0  # no seeds: the query list alone
-        # The bridge list: bridge walk × exp(cos(query, document)), its seed left out.
-        bridge_list = second[:, :nd] * np.exp(
-            unit_rows(np, np.asarray(vectors, np.float64)) @ self._doc_vectors64().T
-        )
+        # The bridge list: bridge walk × exp(cos(query, document)) (the query walk's document
+        # weights), its seed left out.
+        bridge_list = second[:, :nd] * similarity
         bridge_list[np.arange(nq), best[:, 0]] = -1.0
         docs = _round_robin(query_list, bridge_list, reached, min(depth, nd))
         weight = np.where(reached[:, None], self.config.bridge_weight, 0.0)
-        entities = (1 - weight) * first[:, nd:] + weight * second[:, nd:]
+        entities = np.multiply(1 - weight, first[:, nd:])
+        entities += weight * second[:, nd:]
         return docs, entities
-
-    def _doc_vectors64(self) -> np.ndarray:
-        """The view's document vectors in float64, converted once (not per batch: the product
-        with float32 vectors converted all of them each time, 15 MB at 10,000 documents)."""
-        source = self.view.doc_vectors
-        if getattr(self, "_dv64_source", None) is not source:
-            self._dv64 = np.asarray(source, np.float64)
-            self._dv64_source = source
-        return self._dv64
 
     def doc_zoom(
         self, queries: list[str], vectors: np.ndarray, depth: int | None = None

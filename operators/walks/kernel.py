@@ -106,21 +106,34 @@ def _llvm() -> Any:
     return _target
 
 
-def _ir(value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: bool) -> str:
-    """LLVM IR of ``void spmm(i64 n, idx* indptr, idx* indices, val* data, val* x, val* out)``."""
+def _ir(
+    value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: bool, masked: bool
+) -> str:
+    """LLVM IR of ``void spmm(i64 n, idx* indptr, idx* indices, val* data, val* x, val* out)``,
+    or with ``masked`` of ``void spmm(i64 n, idx* rows, idx* indptr, idx* indices, val* data,
+    val* x, val* out, i8* mark, i8* mark_out, val* zero)``: only the ``n`` rows listed, each
+    reading the state row of a nonzero only where ``mark`` is set (elsewhere the row ``zero``,
+    all zeros and hot in cache: no branch, the same fused multiply-adds in the same order),
+    and ``mark_out`` of a row set where any of its nonzeros was marked."""
     from llvmlite import ir
 
     val_t = ir.FloatType() if value == np.float32 else ir.DoubleType()
     idx_t = ir.IntType(8 * index.itemsize)
-    i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    i8p = i8.as_pointer()
     lanes = VECTOR_BYTES // value.itemsize
     n_vec = width // lanes
     vec = ir.VectorType(val_t, lanes)
     mod = ir.Module(name="bookindex_spmm")
     ptr = [idx_t.as_pointer(), idx_t.as_pointer(), val_t.as_pointer()]
-    fnty = ir.FunctionType(ir.VoidType(), [i64, *ptr, val_t.as_pointer(), val_t.as_pointer()])
-    fn = ir.Function(mod, fnty, name="spmm")
-    n, indptr, indices, data, x, out = fn.args
+    args = [i64, *ptr, val_t.as_pointer(), val_t.as_pointer()]
+    if masked:
+        args = [i64, idx_t.as_pointer(), *args[1:], i8p, i8p, val_t.as_pointer()]
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), args), name="spmm")
+    if masked:
+        n, rows, indptr, indices, data, x, out, mark, mark_out, zero = fn.args
+    else:
+        n, indptr, indices, data, x, out = fn.args
     for arg in fn.args[1:]:
         arg.add_attribute("noalias")
     suffix = f"v{lanes}f{8 * value.itemsize}"
@@ -128,12 +141,23 @@ def _ir(value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: 
     pf_t = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
     pf = ir.Function(mod, pf_t, name="llvm.prefetch.p0i8")
 
+    def state_row(b: ir.IRBuilder, column: Any) -> tuple[Any, Any]:
+        """The state row a nonzero of ``column`` reads, and its mark (masked: zero row where
+        unmarked)."""
+        j = b.sext(column, i64)
+        row = b.gep(x, [b.mul(j, i64(width))])
+        if not masked:
+            return row, None
+        m = b.load(b.gep(mark, [j]))
+        return b.select(b.icmp_unsigned("!=", m, i8(0)), row, zero), m
+
     blocks = {k: fn.append_basic_block(k) for k in ("entry", "row", "head", "nz", "end", "done")}
     b = ir.IRBuilder(blocks["entry"])
-    b.branch(blocks["row"])
-    b.position_at_end(blocks["row"])  # i in [0, n)
-    i = b.phi(i64, "i")
-    i.add_incoming(i64(0), blocks["entry"])
+    b.cbranch(b.icmp_signed(">", n, i64(0)), blocks["row"], blocks["done"])
+    b.position_at_end(blocks["row"])  # t in [0, n): row i (masked: rows[t])
+    t = b.phi(i64, "t")
+    t.add_incoming(i64(0), blocks["entry"])
+    i = b.sext(b.load(b.gep(rows, [t])), i64) if masked else t
     lo = b.sext(b.load(b.gep(indptr, [i])), i64)
     hi = b.sext(b.load(b.gep(indptr, [b.add(i, i64(1))])), i64)
     b.branch(blocks["head"])
@@ -143,25 +167,29 @@ def _ir(value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: 
     acc = [b.phi(vec, f"acc{k}") for k in range(n_vec)]
     for a in acc:
         a.add_incoming(ir.Constant(vec, [0.0] * lanes), blocks["row"])
+    seen = None
+    if masked:
+        seen = b.phi(i8, "seen")
+        seen.add_incoming(i8(0), blocks["row"])
     b.cbranch(b.icmp_signed("<", jj, hi), blocks["nz"], blocks["end"])
 
     b.position_at_end(blocks["nz"])
     if prefetch:
-        ahead = b.sext(b.load(b.gep(indices, [b.add(jj, i64(prefetch))])), i64)
-        row_ahead = b.gep(x, [b.mul(ahead, i64(width))])
+        row_ahead, _ = state_row(b, b.load(b.gep(indices, [b.add(jj, i64(prefetch))])))
         for k in range(0, width, lanes):  # read, keep in all cache levels, data
             line = b.bitcast(b.gep(row_ahead, [i64(k)]), i8p)
             b.call(pf, [line, i32(0), i32(3), i32(1)])
-    j = b.sext(b.load(b.gep(indices, [jj])), i64)
+    xrow, m = state_row(b, b.load(b.gep(indices, [jj])))
     v = b.load(b.gep(data, [jj]))
     splat = b.insert_element(ir.Constant(vec, ir.Undefined), v, i32(0))
     splat = b.shuffle_vector(
         splat, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
     )
-    xrow = b.gep(x, [b.mul(j, i64(width))])
     for k, a in enumerate(acc):
         xv = b.load(b.bitcast(b.gep(xrow, [i64(k * lanes)]), vec.as_pointer()), align=4)
         a.add_incoming(b.call(fma, [splat, xv, a]), blocks["nz"])
+    if masked:
+        seen.add_incoming(b.or_(seen, m), blocks["nz"])
     jj.add_incoming(b.add(jj, i64(1)), blocks["nz"])
     b.branch(blocks["head"])
 
@@ -172,29 +200,34 @@ def _ir(value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: 
         store = b.store(a, dst, align=VECTOR_BYTES if streaming else 4)
         if streaming:
             store.set_metadata("nontemporal", mod.add_metadata([i32(1)]))
-    nxt = b.add(i, i64(1))
-    i.add_incoming(nxt, blocks["end"])
+    if masked:
+        b.store(seen, b.gep(mark_out, [i]))
+    nxt = b.add(t, i64(1))
+    t.add_incoming(nxt, blocks["end"])
     b.cbranch(b.icmp_signed("<", nxt, n), blocks["row"], blocks["done"])
     b.position_at_end(blocks["done"])
     b.ret_void()
     return str(mod)
 
 
-def _function(value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: bool):
-    key = (value.str, index.str, width, prefetch, streaming)
+def _function(
+    value: np.dtype, index: np.dtype, width: int, prefetch: int, streaming: bool, masked: bool
+):
+    key = (value.str, index.str, width, prefetch, streaming, masked)
     with _lock:
         if key not in _compiled:
             from llvmlite import binding as llvm
 
             machine = _llvm()
-            module = llvm.parse_assembly(_ir(value, index, width, prefetch, streaming))
+            module = llvm.parse_assembly(_ir(value, index, width, prefetch, streaming, masked))
             module.verify()
             engine = llvm.create_mcjit_compiler(module, machine)
             engine.finalize_object()
             _engines.append(engine)
             address = engine.get_function_address("spmm")
             p = ctypes.c_void_p
-            _compiled[key] = ctypes.CFUNCTYPE(None, ctypes.c_int64, p, p, p, p, p)(address)
+            args = (p,) * (9 if masked else 5)
+            _compiled[key] = ctypes.CFUNCTYPE(None, ctypes.c_int64, *args)(address)
         return _compiled[key]
 
 
@@ -219,11 +252,104 @@ class CsrKernel:
         self.data = np.ascontiguousarray(a.data)
         self.prefetch = int(prefetch)
         self.lanes = VECTOR_BYTES // self.dtype.itemsize
+        self._every_row = np.arange(self.shape[0], dtype=index)
+        self._zeros: dict[int, np.ndarray] = {}  # width -> a row of zeros (masked products)
+        self._columns: tuple[np.ndarray, ...] | None = None  # by column (_structure)
 
     def __call__(self, x: np.ndarray, out: np.ndarray, streaming: bool | None = None) -> np.ndarray:
         """Writes A @ x into ``out`` (n × w, C-ordered) and returns it. ``streaming``: store
         with non-temporal writes (needs a 64-byte aligned ``out``); default: when ``out`` is
         aligned and at least ``STREAM_MIN_BYTES``."""
+        w, streaming = self._check(x, out, streaming)
+        if self.shape[0] == 0:
+            return out
+        fn = _function(self.dtype, self.indptr.dtype, w, self.prefetch, streaming, False)
+        fn(
+            self.shape[0],
+            self.indptr.ctypes.data,
+            self.indices.ctypes.data,
+            self.data.ctypes.data,
+            x.ctypes.data,
+            out.ctypes.data,
+        )
+        return out
+
+    def masked(
+        self,
+        x: np.ndarray,
+        out: np.ndarray,
+        mark: np.ndarray,
+        mark_out: np.ndarray,
+        rows: np.ndarray | None = None,
+        streaming: bool | None = None,
+    ) -> np.ndarray:
+        """The rows ``rows`` (sorted; default every row) of A @ x written into ``out``, reading
+        a row j of ``x`` only where ``mark[j]`` (uint8) is set: where every unmarked row of x
+        is zero, each row written is bit for bit the plain product's (the same fused
+        multiply-adds in the same order, the unmarked ones on a row of zeros). ``mark_out[i]``
+        (uint8) of each row written: 1 where a nonzero of row i lies in a marked column, else
+        0. Rows not listed are left as they are, in ``out`` and in ``mark_out``."""
+        w, streaming = self._check(x, out, streaming)
+        n, m = self.shape
+        for name, a, size in (("mark", mark, m), ("mark_out", mark_out, n)):
+            if a.dtype != np.uint8 or a.shape != (size,) or not a.flags.c_contiguous:
+                raise ValueError(f"CsrKernel: {name} must be {size} contiguous uint8")
+        if rows is None:
+            rows = self._every_row
+        elif rows.dtype != self.indptr.dtype or not rows.flags.c_contiguous:
+            rows = np.ascontiguousarray(rows, dtype=self.indptr.dtype)
+        if rows.size and (rows[0] < 0 or rows[-1] >= n):
+            raise ValueError(f"CsrKernel: rows must lie in [0, {n})")
+        zero = self._zeros.get(w)
+        if zero is None:
+            zero = self._zeros[w] = aligned_empty((w,), self.dtype)
+            zero[:] = 0
+        fn = _function(self.dtype, self.indptr.dtype, w, self.prefetch, streaming, True)
+        fn(
+            rows.size,
+            rows.ctypes.data,
+            self.indptr.ctypes.data,
+            self.indices.ctypes.data,
+            self.data.ctypes.data,
+            x.ctypes.data,
+            out.ctypes.data,
+            mark.ctypes.data,
+            mark_out.ctypes.data,
+            zero.ctypes.data,
+        )
+        return out
+
+    def marked_nnz(self, mark: np.ndarray) -> int:
+        """The number of nonzeros of A in the columns ``mark`` sets."""
+        return int(self._structure()[2][mark.view(bool)].sum())
+
+    def _structure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A's structure by column (CSC indptr, indices) and the nonzeros per column, built at
+        the first call."""
+        if self._columns is None:
+            csc = sp.csr_matrix(
+                (np.ones(self.nnz, np.int8), self.indices[: self.nnz], self.indptr),
+                shape=self.shape,
+            ).tocsc()
+            indptr = csc.indptr.astype(np.int64)
+            self._columns = (indptr, csc.indices, np.diff(indptr))
+        return self._columns
+
+    def reached(self, mark: np.ndarray) -> tuple[np.ndarray, int]:
+        """The rows of A with a nonzero in a marked column (sorted, the kernel's index type)
+        and the number of nonzeros in the marked columns (the work of finding them)."""
+        indptr, indices, _ = self._structure()
+        cols = np.flatnonzero(mark)
+        starts, stops = indptr[cols], indptr[cols + 1]
+        lengths = stops - starts
+        total = int(lengths.sum())
+        flat = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        hit = np.zeros(self.shape[0], bool)
+        hit[indices[flat]] = True
+        return np.flatnonzero(hit).astype(self.indptr.dtype), total
+
+    def _check(self, x: np.ndarray, out: np.ndarray, streaming: bool | None) -> tuple[int, bool]:
+        """The width of a product's x and out (checked), and whether its stores stream."""
         n, m = self.shape
         w = x.shape[1] if x.ndim == 2 else -1
         if x.shape != (m, w) or out.shape != (n, w) or w % self.lanes or w <= 0:
@@ -234,23 +360,12 @@ class CsrKernel:
         for name, arr in (("x", x), ("out", out)):
             if arr.dtype != self.dtype or not arr.flags.c_contiguous:
                 raise ValueError(f"CsrKernel: {name} must be C-ordered {self.dtype}")
-        if n == 0:
-            return out
         aligned = out.ctypes.data % VECTOR_BYTES == 0
         if streaming is None:
             streaming = aligned and out.nbytes >= STREAM_MIN_BYTES
         elif streaming and not aligned:
             raise ValueError("CsrKernel: streaming stores need a 64-byte aligned out")
-        fn = _function(self.dtype, self.indptr.dtype, w, self.prefetch, streaming)
-        fn(
-            n,
-            self.indptr.ctypes.data,
-            self.indices.ctypes.data,
-            self.data.ctypes.data,
-            x.ctypes.data,
-            out.ctypes.data,
-        )
-        return out
+        return w, bool(streaming)
 
 
 def kernel_or_reason(a: sp.csr_matrix) -> tuple[CsrKernel | None, str]:

@@ -124,3 +124,32 @@ def test_unsorted_input_is_sorted_in_a_copy():
     np.testing.assert_array_equal(a.indices, [3, 0])  # the caller's matrix is untouched
     x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
     np.testing.assert_allclose(kernel(x, aligned_empty((2, 16), np.float32)), a @ x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_masked_product_is_the_plain_product_bit_for_bit(dtype):
+    """A state zero outside its marked rows: the masked product over every row, and over the
+    rows ``reached`` lists (the others zero), give the plain product's bits; ``mark_out`` is
+    set exactly on the rows with a nonzero in a marked column."""
+    a = _matrix(300, 300, dtype, seed=4)
+    kernel = CsrKernel(a)
+    rng = np.random.default_rng(5)
+    for width in (kernel.lanes, 4 * kernel.lanes):
+        for share in (0.01, 0.1, 0.5):
+            mark = (rng.random(300) < share).astype(np.uint8)
+            x = rng.random((300, width)).astype(dtype) * mark[:, None]
+            plain = kernel(x, aligned_empty((300, width), dtype))
+            expected = np.flatnonzero(abs(a) @ mark.astype(np.float64) > 0)
+            out, mark_out = aligned_empty((300, width), dtype), np.full(300, 7, np.uint8)
+            kernel.masked(x, out, mark, mark_out)
+            np.testing.assert_array_equal(out.view(np.uint8), plain.view(np.uint8))
+            assert np.flatnonzero(mark_out).tolist() == expected.tolist()
+            assert set(mark_out.tolist()) <= {0, 1}
+            rows, work = kernel.reached(mark)
+            assert rows.tolist() == expected.tolist()
+            assert work == kernel.marked_nnz(mark) == int((a[:, mark > 0] != 0).sum())
+            out = np.zeros((300, width), dtype)
+            kernel.masked(x, out, mark, np.zeros(300, np.uint8), rows)
+            np.testing.assert_array_equal(out.view(np.uint8), plain.view(np.uint8))
+    with pytest.raises(ValueError, match="uint8"):
+        kernel.masked(x, out, mark.astype(bool), mark_out)

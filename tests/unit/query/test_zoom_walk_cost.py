@@ -1,0 +1,89 @@
+"""The walk-cost changes of ZoomRAG's Doc-Zoom on real HotpotQA passages and questions: a walk
+product that reads only the rows of the state that can be nonzero (``_SpMM``'s masked and
+reached-rows products) gives the plain product's state bit for bit; the query–document
+similarities a caller passes in link as those the walk computes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bookindex.operators.graph.entity_linking import EntityLinker, title_links
+from bookindex.operators.models import ModelConfig, load_backend
+from bookindex.operators.walks import engine as walk_engine
+from bookindex.operators.walks.engine import make_engine
+
+
+@pytest.fixture(scope="module")
+def graph(hotpot, shared_data):
+    """A float64 engine over all HotpotQA passages (vectors of the offline embedder, entities:
+    the titles each names), the questions' vectors and the entities each names."""
+    passages = list(hotpot.values())
+    backend = load_backend(ModelConfig())
+    names, links, _ = title_links([p["title"] for p in passages], [p["text"] for p in passages])
+    rows, cols = zip(*links, strict=True)
+    shape = (len(passages), len(names))
+    doc_entity = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+    engine = make_engine(device="cpu", dtype=np.float64)
+    engine.fit(backend.embed([p["text"] for p in passages]), doc_entity)
+    path = shared_data / "multihop" / "hotpotqa" / "questions.jsonl"
+    questions = [json.loads(line)["question"] for line in path.read_text().splitlines()]
+    linker = EntityLinker(names, max_words=10, fold_accents=True)
+    found = [linker.link(q, capitalised=True) for q in questions]
+    qe = sp.csr_matrix(
+        (
+            np.ones(sum(map(len, found))),
+            ([i for i, f in enumerate(found) for _ in f], [e for f in found for e in f]),
+        ),
+        shape=(len(questions), len(names)),
+    )
+    return engine, backend.embed(questions), qe, doc_entity
+
+
+def _walks(engine, vectors, qe, batch: int) -> list[np.ndarray]:
+    return [
+        np.array(engine.walk(vectors[lo : lo + batch], qe[lo : lo + batch])[0])
+        for lo in range(0, len(vectors), batch)
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sparse_products_give_the_plain_walk_bit_for_bit(graph, dtype, monkeypatch):
+    """Question walks and bridge-like walks (zero vectors, a passage's entities as seeds), one
+    at a time and in batches: the same bits with the masked products as with the plain
+    kernel alone, and the masked products (both kinds) did run."""
+    engine, vectors, qe, doc_entity = graph
+    engine = engine.astype(dtype)
+    seeds = sp.csr_matrix(doc_entity[: len(vectors)] > 0, dtype=np.float32)
+    cases = [(vectors[:40], qe[:40]), (np.zeros_like(vectors[:40]), seeds[:40])]
+    kernel = engine._spmm().kernel
+    calls = {"masked": 0, "rows": 0}
+    masked = kernel.masked
+
+    def counted(x, out, mark, mark_out, rows=None, streaming=None):
+        calls["rows" if rows is not None else "masked"] += 1
+        return masked(x, out, mark, mark_out, rows, streaming)
+
+    monkeypatch.setattr(kernel, "masked", counted)
+    for v, e in cases:
+        for batch in (1, 16, 40):
+            sparse = _walks(engine, v, e, batch)
+            monkeypatch.setattr(walk_engine, "SPARSE_MARKS", -1.0)  # every product plain
+            plain = _walks(engine, v, e, batch)
+            monkeypatch.setattr(walk_engine, "SPARSE_MARKS", 0.9)
+            for a, b in zip(sparse, plain, strict=True):
+                assert a.dtype == dtype
+                np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+    assert calls["masked"] > 0 and calls["rows"] > 0
+
+
+def test_similarities_passed_in_link_as_computed(graph):
+    engine, vectors, qe, _ = graph
+    computed = engine.query_links(vectors, qe)
+    given = engine.query_links(vectors, qe, engine.similarities(vectors))
+    for a, b in zip(computed[:3], given[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert computed[1].size > len(vectors)  # questions link documents
