@@ -379,6 +379,9 @@ class ServeConfig(Section):
         0.0, ge=0, description="check the index for new documents this often; 0: on request"
     )
     max_batch: int = Field(64, ge=1, description="requests one engine call answers together")
+    batch_wait_s: float = Field(
+        0.005, ge=0, description="seconds a batch waits for more requests after its first"
+    )
     max_queries: int = Field(256, ge=1, description="queries in one /retrieve request")
     max_query_chars: int = Field(2000, ge=1, description="longest /retrieve query or doc name")
     auth: Literal["token", "off"] = Field(

@@ -85,6 +85,7 @@ from bookindex.pipelines.viewer.routes import ViewerState, install_viewer, viewe
 _limits = BookindexConfig()
 # Serve needs these at class definition; a replica applies the configured values at start.
 DEFAULT_MAX_BATCH = BookindexConfig().serve.max_batch
+DEFAULT_BATCH_WAIT = BookindexConfig().serve.batch_wait_s
 
 api = FastAPI(
     title="bookindex",
@@ -337,8 +338,9 @@ class RetrievalEngine:
             overrides["models"] = dict(overrides.get("models", {}), embed_device="cuda")
         self.config = load_config(overrides=overrides)
         self.index_dir = index_dir
-        self.retrieve.set_max_batch_size(self.config.serve.max_batch)
-        self.query.set_max_batch_size(self.config.serve.max_batch)
+        for batched in (self.retrieve, self.query):
+            batched.set_max_batch_size(self.config.serve.max_batch)
+            batched.set_batch_wait_timeout_s(self.config.serve.batch_wait_s)
         self.query_batches = self.max_query_batch = 0
         self.version = _index_version(index_dir)
         started = time.perf_counter()
@@ -427,7 +429,7 @@ class RetrievalEngine:
             time.sleep(interval_s)
             self._reload()  # a failure is recorded in reload_failure and logged
 
-    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=DEFAULT_BATCH_WAIT)
     async def query(self, requests: list[dict]) -> list[dict]:
         """Concurrent /query requests as one batch through the query API (``answer_many``:
         one embedding call, dense and zoom questions scored together, the agents one after
@@ -465,7 +467,7 @@ class RetrievalEngine:
             logging.getLogger("ray.serve").exception("query failed")
             return {"failed": _problem(exc)}
 
-    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=DEFAULT_MAX_BATCH, batch_wait_timeout_s=DEFAULT_BATCH_WAIT)
     async def retrieve(self, items: list[tuple[str, str, int]]) -> list[dict]:
         """Items (query, method, k) → results; one retrieval call per method in the batch.
         An item that fails gets ``{"failed": ...}``; the others their results."""
