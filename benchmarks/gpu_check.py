@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     engines = {}
     for device in ("cpu", "gpu"):
         try:
-            engine = make_engine(device=device)
+            engine = make_engine(device=device, dtype=np.float64)
         except RuntimeError as exc:
             print(f"GPU side skipped: {exc}")
             continue

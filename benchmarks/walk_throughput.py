@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     data = make_inputs(args.docs, args.entities, 256, args.dim)
     q, qe = data["queries"], data["query_entity"]
-    exact = make_engine(device=args.device)  # float64: graph construction and the reference walk
+    exact = make_engine(
+        device=args.device, dtype=np.float64
+    )  # float64: graph construction and the reference walk
     t_build = _timed(lambda: exact.fit(data["docs"], data["doc_entity"]))
     engine = exact.astype(np.dtype(args.dtype).type)
     S = exact.S

@@ -293,6 +293,11 @@ class WalkConfig(Section):
         0.05, gt=0, description="temperature of the query seed's softmax over cosines"
     )
     device: Device = Field("auto", description="walk engine: auto (CuPy if a GPU), cpu, gpu")
+    dtype: Literal["float32", "float64"] = Field(
+        "float32",
+        description="Doc-Zoom walks' arithmetic (the graph is built in float64): float32 reads "
+        "half the bytes per step; the same multi-hop recall as float64 (docs/results.md)",
+    )
     blas_threads: int = Field(
         1,
         ge=0,

@@ -81,15 +81,16 @@ def make_engine(
     config: WalkConfig | None = None,
     *,
     device: str | None = None,
-    dtype: Any = np.float64,
+    dtype: Any = None,
     threshold_slack: float = 0.5,
 ) -> WalkEngine:
     """An empty engine with the walk parameters of ``config`` (default: ``WalkConfig()``) on
     its device, or on ``device`` when given: "cpu", "gpu" (error if CuPy/GPU missing) or "auto"
-    (GPU if usable)."""
+    (GPU if usable); its walks in ``dtype``, default the config's."""
     global _cpu_notice_done
     config = config or WalkConfig()
     device = device or config.device
+    dtype = np.dtype(config.dtype if dtype is None else dtype).type
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
     if device != "cpu":
@@ -647,8 +648,10 @@ class WalkEngine:
         tol: float = 1e-12,
     ) -> np.ndarray:
         """PPR of B seed rows at once (B×n out). adjacency[i, j] = weight of edge i→j; damping =
-        probability of following an edge; dangling nodes jump to the seeds (both as igraph)."""
-        b, xp = self.backend, self.backend.xp
+        probability of following an edge; dangling nodes jump to the seeds (both as igraph).
+        Always in float64, whatever the engine's walk dtype."""
+        b = replace(self.backend, dtype=F64)
+        xp = b.xp
         a = sp.csr_matrix(_host(adjacency))
         out = np.asarray(a.sum(axis=1)).ravel()
         p = sp.coo_matrix((sp.diags(_inv(np, out)) @ a).T)

@@ -39,7 +39,7 @@ def corpus() -> dict:
 
 @pytest.fixture(scope="module")
 def engine(corpus):
-    return make_engine(device="cpu").fit(corpus["docs"], corpus["doc_entity"])
+    return make_engine(device="cpu", dtype=np.float64).fit(corpus["docs"], corpus["doc_entity"])
 
 
 @pytest.fixture(scope="module")
