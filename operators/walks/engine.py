@@ -36,6 +36,14 @@ section of the same kind to change the walk's own parameters (not n_std, which s
   On GPU one chunk holds the whole batch (cuSPARSE). The walk starts at the query node, so
   step 1 needs no product; steps 2..T are products. Top-k reads the state in place
   (``top_k_columns``: maxima of row blocks give a threshold, only entries above it are sorted).
+* Sparse steps (CPU kernel): the state after step t is nonzero only within t − 1 hops of the
+  query links, so each chunk carries a mark of the rows that can be nonzero and a product reads
+  only those rows of the state (``CsrKernel.masked``; where the marked columns hold at most
+  ``SPARSE_ROWS`` of the nonzeros, only the rows they reach are computed), bit for bit the full
+  product; above ``SPARSE_MARKS`` of the rows marked, the plain kernel.
+* The walk's dtype is ``WalkConfig.dtype`` (float32 by default: half the bytes a step reads;
+  the same rankings as float64 on the multi-hop sets, docs/results.md); the graph is built in
+  float64, Chunk-Zoom and ``ppr_batch`` run in float64.
 
 Incremental documents (``add_documents``): computed are the new rows (new docs × all docs) and
 the new columns of old rows (old × new), which update each old row's running Σexp and Σexp²; so

@@ -21,7 +21,10 @@ Columns never mix: each output column depends only on the same column of x, so a
 queries multiplied together gives each query exactly what it would get alone (and the same
 bits whatever the width of the chunks the state is cut into).
 
-``CsrKernel`` is the interface; ``kernel_or_reason`` returns None (and why) where llvmlite is
+``CsrKernel.masked`` is the same product over a listed set of rows, reading a state row only
+where a mark says it may be nonzero (elsewhere a row of zeros, so each output row is bit for bit
+the plain product's), and marking the rows it reached: the walk's first steps, whose state
+covers a small part of the graph. ``CsrKernel`` is the interface; ``kernel_or_reason`` returns None (and why) where llvmlite is
 missing or cannot compile for this CPU, and the walk then uses SciPy. The generated code uses
 only generic LLVM vector operations, so LLVM lowers it for whatever the host has (AVX-512,
 AVX2, NEON). Compiled functions are cached per (value type, index type, width, options) for the
