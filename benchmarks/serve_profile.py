@@ -5,7 +5,10 @@ JSON), under cProfile.
     python -m benchmarks.serve_profile --index DIR [--method dense,zoom] [--batch 1,32]
         [--requests 256] [--top 0]
 
-``OMP_NUM_THREADS`` is 1 unless set (what Ray gives a replica of one CPU).
+``OMP_NUM_THREADS`` is 1 unless set (what Ray gives a replica of one CPU). Another checkout
+beside this one: run it from that checkout's root (``cd CHECKOUT && PYTHONPATH=. python -m
+benchmarks.serve_profile ...``): ``python -m`` puts the working directory on ``sys.path`` before
+``PYTHONPATH``, so a PYTHONPATH alone does not change which code runs.
 
 Questions are ``benchmarks.serve_load``'s (distinct, none repeated across batches). Printed
 per method and batch size: wall and CPU milliseconds per request, and the CPU milliseconds
