@@ -139,8 +139,9 @@ class Zoom:
         the batch."""
         depth = self.config.top_docs if depth is None else depth
         nd, nq = self.view.n_docs, len(vectors)
-        similarity = _host(self.engine.similarities(vectors))  # exp(cos(query, document))
+        similarity = self.engine.similarities(vectors)  # exp(cos(query, document)), on device
         first = self.engine.walk(vectors, query_entity, similarities=similarity)[0]
+        similarity = _host(similarity)
         first = _node_distribution(first, nd)
         # The query list: passages the query names by title first, then by the query walk.
         query_list = first[:, :nd] + 2.0 * self.named_passages(query_entity).toarray()
