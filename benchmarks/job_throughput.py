@@ -3,7 +3,7 @@ of books, reports and papers, and a passage corpus, with its stage breakdown.
 
 Run from the repo root (progress goes to stderr, the tables to stdout)::
 
-    python -m benchmarks.job_throughput [--mix default|small] [--start REF] [--reps N]
+    python -m benchmarks.job_throughput [--mix default|small] [--start REF] [--reps N] [--tables]
 
 The job is ``run_index(inputs, fresh_dir, config)`` with ``index.parse_workers=2`` and
 ``index.enrich=true`` (the defaults otherwise): probe, parse, OCR of image-only pages,
@@ -50,6 +50,11 @@ runs on the source tree of commit ``REF`` (``git archive``) and on this tree, al
 * with ``--start``, the ratio here / start for pages/s, nodes/s and pages/s*, and for each
   stage its seconds here / start (under 1: faster here).
 
+``--tables``: each run's index is dumped after its timed run (``llm_job.dump_tables``: every
+Lance table, rows sorted, the columns that hold a time left out) and the tables that differ
+between any two runs are printed (``none``: both trees wrote the same index, vectors to the
+bit).
+
 ``--no-warmup`` leaves the warm-up run out (the test's check of the output; the timed run then
 pays Ray Data's first start-up in its plan phase): not for figures.
 """
@@ -79,6 +84,7 @@ from benchmarks.index_throughput import (  # noqa: E402 (after the package is th
     run_child,
     source_tree,
 )
+from benchmarks.llm_job import differing_tables, dump_tables  # noqa: E402
 from benchmarks.trees import tree_module  # noqa: E402
 
 WORKERS = 2
@@ -185,6 +191,22 @@ class CpuMeter:
         return sum(cpu - self.before.get(key, 0.0) for key, cpu in spent.items())
 
 
+def start_ray(ray, tries: int = 3) -> None:
+    """A local Ray of ``WORKERS`` CPUs, started again (``tries`` in all) when it timed out
+    starting: Ray gives its raylet 30 s to register, which a loaded machine can exceed."""
+    for attempt in range(tries):
+        try:
+            ray.init(
+                address="local", num_cpus=WORKERS, include_dashboard=False, log_to_driver=False
+            )
+            return
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == tries - 1:
+                raise
+            ray.shutdown()
+            log(f"Ray timed out starting (try {attempt + 1} of {tries}); starting it again")
+
+
 def child(spec_path: str) -> None:
     """One tree's warm-up and timed job, in this process (started in that tree, with it on
     ``PYTHONPATH``); the result as JSON to ``spec["out"]``."""
@@ -195,7 +217,7 @@ def child(spec_path: str) -> None:
     config = tree_module("operators.config")
     options = config.BookindexConfig(index=config.IndexConfig(parse_workers=WORKERS, enrich=True))
     scratch = Path(spec["scratch"])
-    ray.init(address="local", num_cpus=WORKERS, include_dashboard=False, log_to_driver=False)
+    start_ray(ray)
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
         if spec["warmup"]:
@@ -206,7 +228,9 @@ def child(spec_path: str) -> None:
         cpu = meter.stop()
     finally:
         ray.shutdown()
+    tables = dump_tables(scratch / "index", scratch / "tables") if spec.get("tables") else {}
     result = {
+        "tables": tables,
         "seconds": seconds,
         "cpu": cpu,
         "load": os.getloadavg()[0],
@@ -286,10 +310,17 @@ def stage_seconds(result: dict) -> dict[str, float | None]:
 
 
 def run_mix(
-    trees: dict[str, Path], inputs: list[Path], tmp: Path, reps: int, warm_up: bool = True
+    trees: dict[str, Path],
+    inputs: list[Path],
+    tmp: Path,
+    reps: int,
+    warm_up: bool = True,
+    tables: list[Path] | None = None,
 ) -> dict[str, Totals]:
     """The job on each tree in a subprocess of its own, the trees alternating, ``reps``
-    rounds; each tree's ``Totals``. ``warm_up``: a warm-up run before each timed one."""
+    rounds; each tree's ``Totals``. ``warm_up``: a warm-up run before each timed one;
+    ``tables``: given, each run's index is dumped (``llm_job.dump_tables``, after the timed
+    run) and its folder added there."""
     warmup = tmp / "warmup.pdf"
     make_warmup_pdf(warmup)
     totals = {name: Totals() for name in trees}
@@ -299,12 +330,15 @@ def run_mix(
             scratch = tmp / f"run_{rep}_{name}"
             scratch.mkdir()
             spec = {"inputs": [str(p) for p in inputs], "warmup": str(warmup) if warm_up else ""}
+            spec["tables"] = tables is not None
             log(f"{name} (round {rep + 1}/{reps}): {len(inputs)} inputs ...")
             result = run_child(name, tree, spec, scratch, script)
             log(f"{name}: {result['line']} (load {result['load']:.1f})")
             for failure in result["failures"]:
                 log(f"{name} failure: {failure}")
             totals[name].add(result)
+            if tables is not None:
+                tables.append(scratch / "tables")
     return totals
 
 
@@ -376,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no warm-up run (a check of the output, not for figures: the timed run pays it)",
     )
+    ap.add_argument(
+        "--tables",
+        action="store_true",
+        help="compare every run's index, table by table (times left out), and print the"
+        " tables that differ between any two runs",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -390,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         trees = {"start": source_tree(args.start, tmp)} if args.start else {}
         trees["here"] = REPO_ROOT
-        totals = run_mix(trees, inputs, tmp, args.reps, warm_up=not args.no_warmup)
+        dumps: list[Path] | None = [] if args.tables else None
+        totals = run_mix(trees, inputs, tmp, args.reps, not args.no_warmup, dumps)
+        differ = sorted({t for d in dumps or [] for t in differing_tables(dumps[0], d)})
     books, docs = len(mix.books), len(mix.documents)
     print(
         f"mix {args.mix}: {books} HiPS books, {docs} MMLongBench documents, {mix.passages}"
@@ -400,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.start:
         print(f"start: the tree of commit {args.start}; here: this checkout")
     print_tables(totals)
+    if dumps:
+        print(f"tables that differ between any two runs' indexes: {', '.join(differ) or 'none'}")
     return 0
 
 

@@ -101,7 +101,7 @@ def child(spec_path: str) -> None:
         "load": os.getloadavg()[0],
         "line": summary.line(),
         "requests": len(fake.chats),
-        "tables": _dump_tables(out, Path(spec["scratch"]) / "tables"),
+        "tables": dump_tables(out, Path(spec["scratch"]) / "tables"),
     }
     Path(spec["out"]).write_text(json.dumps(result))
 
@@ -127,7 +127,7 @@ def _count_executions() -> list[float]:
     return seconds
 
 
-def _dump_tables(index: Path, folder: Path) -> dict[str, int]:
+def dump_tables(index: Path, folder: Path) -> dict[str, int]:
     """Each Lance table of ``index`` as ``folder/<table>.jsonl`` (rows sorted, ``TIMED``
     columns left out); the rows of each."""
     import lance
@@ -146,7 +146,7 @@ def _dump_tables(index: Path, folder: Path) -> dict[str, int]:
 
 
 def differing_tables(a: Path, b: Path) -> list[str]:
-    """The tables whose dumps (``_dump_tables``) under ``a`` and ``b`` differ, or that only
+    """The tables whose dumps (``dump_tables``) under ``a`` and ``b`` differ, or that only
     one has."""
     names = {p.name for p in a.glob("*.jsonl")} | {p.name for p in b.glob("*.jsonl")}
     return sorted(
