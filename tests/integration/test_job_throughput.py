@@ -71,6 +71,7 @@ def test_the_tables_of_a_real_job_add_up(sample_index, capsys):
 def small_run(shared_data) -> str:
     env = dict(os.environ, BOOKINDEX_SHARED_DATA=str(shared_data))
     command = [sys.executable, "-m", "benchmarks.job_throughput", "--mix", "small", "--no-warmup"]
+    command.append("--tables")  # the run's index dumped table by table: one run, none differs
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -87,6 +88,7 @@ def test_the_whole_job_counts_the_mix_and_its_rates(small_run):
     assert _value(out, "pages/s") == pytest.approx(PAGES / wall, abs=0.01)
     assert _value(out, "nodes/s") == pytest.approx(nodes / wall, abs=0.01)
     assert _value(out, "job CPU s") > 0
+    assert "tables that differ between any two runs' indexes: none" in out
 
 
 @pytest.mark.slow
