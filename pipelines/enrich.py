@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from bookindex.operators.kinds import FAILED
 from bookindex.operators.parsing.isolation import Isolated
-from bookindex.pipelines.model_host import ModelHost, concat_rows
+from bookindex.pipelines.model_host import ModelHost
 from bookindex.pipelines.rows import ray_node_id
 
 if TYPE_CHECKING:
@@ -37,52 +37,17 @@ class EnrichStage:
     pipelines/enrich_worker.py there), so a document whose enrich crashes or stalls
     (``timeout_s`` a document) fails alone: its row becomes ``failed`` (stage ``enrich``, ``crashed: signal 11 (SIGSEGV)``, ``timed out after
     N s``), a crashed one after ``retries`` more tries, and the other documents are enriched.
-    A document's budget: ``timeout_s`` plus ``per_node_s`` for each of its nodes.
-    ``per_call``: documents per model call by ``source`` ("pdf", "passage"; None: the whole
-    batch in one call): a batch that mixes them is cut into runs of one source, each in calls
-    of at most that many documents."""
+    A document's budget: ``timeout_s`` plus ``per_node_s`` for each of its nodes."""
 
     def __init__(
-        self,
-        timeout_s: float = 300.0,
-        retries: int = 2,
-        per_node_s: float = 0.5,
-        per_call: dict[str, int] | None = None,
-        **worker: Any,
+        self, timeout_s: float = 300.0, retries: int = 2, per_node_s: float = 0.5, **worker: Any
     ) -> None:
         """``worker``: ``EnrichWorker``'s arguments (models, resolver, width, answers)."""
         worker["node"] = ray_node_id()  # the actor's node (the child has no Ray)
         self.host = ModelHost(WORKER, worker, timeout_s, retries, per_node_s)
-        self.per_call = per_call
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        if not self.per_call:
-            return self.host.call_isolated(batch, enrich_failed)
-        calls = [
-            self.host.call_isolated(batch.slice(start, length), enrich_failed)
-            for start, length in call_slices(batch, self.per_call)
-        ]
-        return calls[0] if len(calls) == 1 else concat_rows(calls)
-
-
-def call_slices(batch: pa.Table, per_call: dict[str, int]) -> list[tuple[int, int]]:
-    """``batch`` cut into (start, length) slices, in row order: runs of rows of one ``source``
-    (a row without one is a PDF's), each in slices of at most ``per_call[source]`` rows (a
-    source not named there: the run in one slice)."""
-    sources = (
-        batch.column("source").to_pylist()
-        if "source" in batch.column_names
-        else [None] * batch.num_rows
-    )
-    slices: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, batch.num_rows + 1):
-        source = sources[start] or "pdf"
-        limit = per_call.get(source) or batch.num_rows
-        if i == batch.num_rows or (sources[i] or "pdf") != source or i - start == limit:
-            slices.append((start, i - start))
-            start = i
-    return slices
+        return self.host.call_isolated(batch, enrich_failed)
 
 
 def enrich_failed(row: dict, exc: Isolated) -> dict:
@@ -96,14 +61,11 @@ def enrich_failed(row: dict, exc: Isolated) -> dict:
 def enrich_args(
     config: BookindexConfig,
     workers: int,
-    docs_per_batch: int | None,
+    docs_per_batch: int,
     width: int | None,
     answers: bool = False,
 ) -> dict[str, Any]:
-    """``map_batches`` arguments of ``EnrichStage``: ``docs_per_batch`` documents a call
-    (None: a block a batch, cut into calls of ``index.pdfs_per_enrich_batch`` PDFs or
-    ``index.passages_per_enrich_batch`` passages, and one block in flight a worker, so that a
-    worker that finishes takes the next block: the job's blocks come largest first),
+    """``map_batches`` arguments of ``EnrichStage``: ``docs_per_batch`` documents a call,
     ``index.enrich_workers`` workers (None: ``workers``), ``index.model_gpus`` each, a
     document's budget (``index.model_timeout_s`` + ``index.model_s_per_node`` a node) and
     ``index.task_retries`` retries of a crash;
@@ -126,12 +88,7 @@ def enrich_args(
         timeout_s=config.index.model_timeout_s,
         retries=config.index.task_retries,
         per_node_s=config.index.model_s_per_node,
-        in_flight=1 if docs_per_batch is None else None,
     )
-    if docs_per_batch is None:
-        index = config.index
-        per_call = {"pdf": index.pdfs_per_enrich_batch, "passage": index.passages_per_enrich_batch}
-        args["fn_constructor_kwargs"]["per_call"] = per_call
     if args.get("num_gpus", 0) > 0:
         constructor = args["fn_constructor_kwargs"]
         constructor["models"] = {**constructor["models"], "embed_device": "cuda"}

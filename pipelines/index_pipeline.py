@@ -11,8 +11,7 @@ stages (pipelines/structure_stage.py, pipelines/enrich.py; their rows: pipelines
     pages to OCR ─map_batches(OcrStage)─┬─groupby(doc_id).map_groups(assemble)──┴▶ one row
     their books' text pages ─map(parse)─┘                                          per document
       (tree as JSON) [─model_answers: figure/table descriptions, LLM entities through
-      ray.data.llm, with --models openai|vllm] [─materialize, PDFs and passages: blocks
-      largest first─map_batches(EnrichStage): one pool]
+      ray.data.llm, with --models openai|vllm] [─materialize─map_batches(EnrichStage)]
       ─map_batches(write_document_rows: nodes, edges, communities as Lance fragments)─▶
       driver: the document rows; one commit per table (nodes, edges, communities), corpus
       entity resolution (an actor), entity tables, documents + failures (last: the commit)
@@ -406,24 +405,6 @@ def ray_address(config: BookindexConfig, environ: dict[str, str] | None = None) 
     return config.index.ray_address or env.get("RAY_ADDRESS", "") or "local"
 
 
-def largest_first(ray, datasets: list):
-    """The blocks of ``datasets`` (materialized) as one dataset, the blocks with the most
-    nodes first (an enrich worker's time grows with a block's nodes: the longest book is
-    started first, not last beside an idle worker)."""
-    refs = [ref for dataset in datasets for ref in dataset.to_arrow_refs()]
-    count = ray.remote(num_cpus=0)(block_nodes)  # in the worker that holds the block
-    weights = ray.get([count.remote(ref) for ref in refs])
-    order = sorted(range(len(refs)), key=lambda i: -weights[i])  # stable: ties keep their order
-    return ray.data.from_arrow_refs([refs[i] for i in order])
-
-
-def block_nodes(block: pa.Table) -> int:
-    """A block's nodes (its rows' ``n_nodes``; a row a node where that column is missing)."""
-    if "n_nodes" not in block.column_names:
-        return block.num_rows
-    return sum(n or 0 for n in block.column("n_nodes").to_pylist())
-
-
 def _blocks(ray, groups: list[list[dict]]):
     """A dataset with one block per group of rows (``ray.data.from_items`` cuts a list into
     blocks of equal row counts)."""
@@ -480,15 +461,11 @@ class _RayRun:
         with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
             # the last step writes each block's nodes and layout graph as Lance fragments
             # (store/fragments.py), so only the small document rows come back here
-            # num_cpus=0: a block is written as it comes, beside the enrich workers that hold
-            # every CPU (a write task that asks for one waits for the whole enrich stage to
-            # end, and the writes then run one after another at the end of the job)
             written = self._documents(todo, passages).map_batches(
                 write_document_rows,
                 fn_kwargs={"out_dir": str(self.out_dir), "width": self.width},
                 batch_size=None,
                 batch_format="pyarrow",
-                num_cpus=0,
                 **bounded_retries(self.config),
             )
             stage = "enrich" if self.config.index.enrich else "parse"
@@ -566,17 +543,13 @@ class _RayRun:
             [(books, index.pdfs_per_enrich_batch, len(pdfs), pages)] if books is not None else []
         )
         if texts:
-            if index.enrich:  # a block an enrich call (``largest_first`` deals out blocks)
-                per = index.passages_per_enrich_batch
-                passages_ds = _blocks(ray, [texts[i : i + per] for i in range(0, len(texts), per)])
-            else:
-                blocks = min(len(texts), self.workers * 4)
-                passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
+            blocks = min(len(texts), self.workers * 4)
+            passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
             parts.append((passages_ds, index.passages_per_enrich_batch, len(texts), 0))
+        enriched = []
         generative = self.config.models.generative
         answers = index.enrich and generative
-        ready = []
-        for dataset, _, total, part_pages in parts:
+        for dataset, docs_per_batch, total, part_pages in parts:
             if generative:  # section refiner, descriptions, entities: ray.data.llm processors
                 dataset = model_answers(dataset, self.config, self.workers, index.enrich)
             if index.enrich:
@@ -584,22 +557,17 @@ class _RayRun:
                 # of them can otherwise hold every CPU while the structure tasks it waits for
                 # wait for one (seen on a 2-CPU node: Ray Data's budget left them none).
                 dataset = self._materialize(dataset, total, part_pages)
-            ready.append(dataset)
-        if not index.enrich:
-            return ready[0] if len(ready) == 1 else ready[0].union(*ready[1:])
-        # One pool for PDFs and passages (each worker loads the models once), fed the blocks
-        # largest first, one at a time: the longest book starts first, and a worker that
-        # finishes takes the next block. No more workers than calls: each loads the models,
-        # and a small job (one book, a few hundred passages) would load them for a worker
-        # with nothing to do.
-        calls = sum(-(-total // per_batch) for _, per_batch, total, _ in parts)
-        pool = min(self.workers, max(1, calls))
-        args = enrich_args(self.config, pool, None, self.width, answers)
-        args.update(bounded_retries(self.config, actors=True))
-        dataset = largest_first(ray, ready).map_batches(EnrichStage, **args)
-        if answers:  # ER selection: one processor pass for the corpus's questions
-            dataset = document_selections(dataset, self.config)
-        return dataset
+                # no more workers than batches: each loads the models, and a small job (one
+                # book, a few hundred passages) would load them for a worker with nothing to do
+                batches = max(1, -(-total // docs_per_batch))
+                pool = min(self.workers, batches)
+                args = enrich_args(self.config, pool, docs_per_batch, self.width, answers)
+                args.update(bounded_retries(self.config, actors=True))
+                dataset = dataset.map_batches(EnrichStage, **args)
+                if answers:  # ER selection: one processor pass for the corpus's questions
+                    dataset = document_selections(dataset, self.config)
+            enriched.append(dataset)
+        return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 
     def _pdf_documents(self, pdfs: list[dict]):
         """Probe first (page counts, status, metadata: small rows back to the driver), then

@@ -28,39 +28,32 @@ class ModelStage:
 
 
 def model_stage_args(
-    config: BookindexConfig,
-    workers: int,
-    pool: int | None,
-    in_flight: int | None = None,
-    **constructor: Any,
+    config: BookindexConfig, workers: int, pool: int | None, **constructor: Any
 ) -> dict[str, Any]:
     """``map_batches`` / ``map_groups`` arguments of a model stage: its constructor's keyword
     arguments (``models`` added), the worker pool and the GPUs per worker. ``pool``: the
     configured pool size (None: ``workers``). A stage that asks for GPUs gets an autoscaling
-    pool of 1 to ``pool`` workers, so that it never waits for more GPUs than the cluster has.
-    ``in_flight``: tasks sent to a worker ahead of its work (None: Ray Data's default)."""
+    pool of 1 to ``pool`` workers, so that it never waits for more GPUs than the cluster has."""
     gpus = config.index.stage_gpus(config.models.backend, config.models.embed_device)
     size = pool or workers
     args: dict[str, Any] = {
         "fn_constructor_kwargs": {"models": config.models.to_dict(), **constructor},
-        "compute": actor_pool(size, autoscale=gpus > 0, in_flight=in_flight),
+        "compute": actor_pool(size, autoscale=gpus > 0),
     }
     if gpus > 0:
         args["num_gpus"] = gpus
     return args
 
 
-def actor_pool(size: int, autoscale: bool = False, in_flight: int | None = None):
+def actor_pool(size: int, autoscale: bool = False):
     """A Ray Data actor pool of ``size`` workers (``compute=`` of ``map_batches``); with
     ``autoscale``, 1 to ``size`` (a pool of GPU workers never waits for more GPUs than the
-    cluster has); ``in_flight``: tasks queued at a worker at most (None: Ray Data's default,
-    2 a worker: blocks are dealt out in turn, whatever each takes)."""
+    cluster has)."""
     from ray.data import ActorPoolStrategy
 
-    queued = {"max_tasks_in_flight_per_actor": in_flight} if in_flight else {}
     if autoscale:
-        return ActorPoolStrategy(min_size=1, max_size=size, **queued)
-    return ActorPoolStrategy(size=size, **queued)
+        return ActorPoolStrategy(min_size=1, max_size=size)
+    return ActorPoolStrategy(size=size)
 
 
 def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, int]:
