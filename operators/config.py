@@ -346,6 +346,20 @@ class QueryConfig(Section):
     deepread_scan_window: tuple[int, int] = Field(
         (1, 1), description="DeepRead Retrieve widens hits by (up, down) paragraphs"
     )
+    deepread_neighbour_share: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="DeepRead offline: a paragraph in a hit's scan window is worth this share "
+        "of the hit's relevance (or its own, if higher)",
+    )
+    deepread_page_repeat: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="DeepRead offline: a paragraph on a page already in the evidence is worth "
+        "this share of its value (0: every page once first, 1: pages ignored)",
+    )
     ladrag_budget: int = Field(
         2, ge=1, description="LAD-RAG: evidence units at most, as a multiple of k"
     )

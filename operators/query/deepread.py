@@ -10,7 +10,7 @@ Tools (every paragraph carries its coordinates doc_id, sec_id, para_idx):
   section, the range clipped to the section.
 
 Policies: ``offline_policy`` (locate with Retrieve, then read each hit's section around it,
-spending every unit where it adds a page; deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
+spending each unit on the leaf worth most, a page already covered worth less; deterministic) and ``react_loop`` (a generative backend chooses a tool per round, JSON schema,
 at most ``QueryConfig.deepread_max_rounds`` rounds).
 """
 
@@ -28,7 +28,7 @@ from bookindex.operators.models import ModelError
 from bookindex.operators.models.prompts import ACTION_SCHEMA as _ACTION_SCHEMA
 from bookindex.operators.models.prompts import REACT_PROMPT, chat
 from bookindex.operators.query.bookrag_ops import record_fallback, reduce_answer
-from bookindex.operators.query.scoring import PageBudget, pages_in, text_scores
+from bookindex.operators.query.scoring import text_scores
 
 if TYPE_CHECKING:
     from bookindex.operators.query.read_model import ReadModel
@@ -139,118 +139,112 @@ class DeepReadTools:
         )
 
 
-READ_DEPTH = 6  # paragraphs a short document's best section is read to, around its first hit
-DEPTH_SHARE = 4  # a long document: 1/4 of the budget reads the top hit's section, any page
-
-
-def _read_in_depth(tools: DeepReadTools, query: str, k: int) -> ToolRunResult:
-    """A document too short to spread over: Retrieve top-k with the scan window (the tools'
-    plain hybrid relevance), then the section whose hits score highest read around its first
-    hit (``READ_DEPTH`` paragraphs); evidence = the hits first (best first), then the window
-    and the read paragraphs."""
-    trace = []
-    started = time.perf_counter()
-    hits = tools.retrieve(query, k=k)
-    trace.append(_step("Retrieve", {"query": query, "k": k}, len(hits), started))
-    if not hits:
-        return ToolRunResult([], [], None, "none", trace)
-    by_section: dict[tuple[int, int], float] = {}
-    for h in hits:
-        key = (int(tools.index.doc[h.position]), h.sec_id)
-        by_section[key] = by_section.get(key, 0.0) + h.score
-    (doc, sec_id), _ = max(by_section.items(), key=lambda item: (item[1], -item[0][1]))
-    in_section = [h.para_idx for h in hits if h.sec_id == sec_id and h.score > 0]
-    centre = in_section[0] if in_section else 1
-    start = max(1, centre - READ_DEPTH // 2)
-    started = time.perf_counter()
-    read = tools.read_section(doc, sec_id, start, start + READ_DEPTH - 1)
-    doc_id = tools.index.documents[doc].doc_id
-    args = {"doc_id": doc_id, "sec_id": sec_id, "start": start}
-    trace.append(_step("ReadSection", args, len(read), started))
-    ranked = sorted(hits, key=lambda h: (-h.score, h.position))
-    evidence: dict[int, float] = {h.position: h.score for h in ranked}
-    for paragraph in read:
-        evidence.setdefault(paragraph.position, 0.0)
-    positions = list(evidence)
-    answer, how = reduce_answer(tools.index, query, positions)
-    return ToolRunResult(positions, [evidence[p] for p in positions], answer, how, trace)
-
-
 def offline_policy(
-    tools: DeepReadTools, query: str, k: int, relevance: RelevanceConfig | None = None
+    tools: DeepReadTools,
+    query: str,
+    k: int,
+    relevance: RelevanceConfig | None = None,
+    neighbour_share: float = 0.8,
+    page_repeat: float = 0.8,
 ) -> ToolRunResult:
-    """Locate, then read around what was located.
+    """Locate, then read beside what was located, on one rule for every document length.
 
-    A document too short to spread the evidence over (fewer than ``relevance.pages_per_unit``
-    · k pages, BookRAG's Page_Ranker's rule) is read in depth (``_read_in_depth``). Otherwise
-    each unit is spent where it can add a page. The budget is Retrieve's: k hits, each widened
-    by the scan window (one paragraph up and one down by default), k · (1 + up + down) units.
-    Retrieve ranks the scope's leaves by hybrid relevance (``relevance.dense_weight`` dense,
-    the rest BM25, each min–max in the scope); the evidence, in the order it is spent: the
-    best hit and its own section read in depth around it (a ``DEPTH_SHARE``-th of the budget,
-    whatever the pages: the answer's words are often beside the best hit), then each hit in
-    rank order with ReadSection around it (the paragraphs of its own section nearest to it,
-    up + down of them: the section's ends bound the read, so a window never spills into the
-    next section), a unit on a page already covered skipped (it adds no page). Hits keep
-    coming until the budget is spent. The order is the value:
-    a budget of n units is the first n (``bookindex eval``'s curves)."""
+    Retrieve ranks the scope's leaves by hybrid relevance (``relevance.dense_weight`` dense, the
+    rest BM25, each min–max in the scope). Each hit is read through the scan window inside its
+    own section (ReadSection around it: a read never spills into the next section), so a leaf is
+    worth its own relevance or ``neighbour_share`` × the relevance of a hit within the window
+    above or below it in its section, whichever is higher (``reading_values``). The budget is
+    Retrieve's, k hits widened by the window, k · (1 + up + down) units, spent one unit at a
+    time on the leaf of highest value, where a leaf on a page an earlier unit covers counts
+    ``page_repeat`` × its value (``spend_by_value``): a second paragraph beside a strong hit
+    still beats a weak page, a weak one does not. The order does not depend on k, so a budget
+    of n units is the first n of any larger one (``bookindex eval``'s curves rise with n).
+    ``neighbour_share`` and ``page_repeat`` (``QueryConfig.deepread_neighbour_share``,
+    ``deepread_page_repeat``) were chosen on the tune part of the PDF QA split
+    (docs/results.md)."""
     weights = relevance or RelevanceConfig()
     index = tools.index
     leaves = index.leaves(tools.doc)
-    if leaves.size == 0 or k <= 0 or pages_in(index, leaves) < weights.pages_per_unit * k:
-        return _read_in_depth(tools, query, k)
     started = time.perf_counter()
+    if leaves.size == 0 or k <= 0:
+        return ToolRunResult(
+            [], [], None, "none", [_step("Retrieve", {"query": query, "k": k}, 0, started)]
+        )
     vector = index.embed([query])[0]
-    scores = text_scores(index, query, leaves, vector, weights.dense_weight)
-    ranked = [int(leaves[i]) for i in np.lexsort((leaves, -scores))]
-    score_of = dict(zip(leaves.tolist(), scores.tolist(), strict=True))
+    scores = text_scores(index, query, leaves, vector, weights.dense_weight).astype(np.float64)
     up, down = tools.scan_window
-    spent = PageBudget(index, k * (1 + up + down), spread=True)
-    hits, reads = 0, []
-    for hit in ranked:
-        if spent.full:
-            break
-        if not spent.spend(hit, score_of[hit]):
-            continue
-        hits += 1
-        read = 0
-        if hits == 1:  # the best hit's section read in depth, whatever its pages
-            depth = spent.budget // DEPTH_SHARE
-            read += _read_around(index, spent, hit, depth, score_of, any_page=True)
-        read += _read_around(index, spent, hit, up + down, score_of)
-        if read:
-            reads.append(((int(index.doc[hit]), int(index.sec_id[hit])), read))
+    values, by_window = reading_values(index, leaves, scores, up, down, neighbour_share)
+    taken = spend_by_value(index, leaves, values, k * (1 + up + down), page_repeat)
+    positions = leaves[taken].tolist()
+    hits = int((~by_window[taken]).sum())
     trace = [_step("Retrieve", {"query": query, "k": k}, hits, started)]
-    for (doc, sec_id), n in reads:
+    reads: dict[tuple[int, int], int] = {}
+    for p in leaves[taken[by_window[taken]]].tolist():
+        key = (int(index.doc[p]), int(index.sec_id[p]))
+        reads[key] = reads.get(key, 0) + 1
+    for (doc, sec_id), n in reads.items():
         args = {"doc_id": index.documents[doc].doc_id, "sec_id": sec_id}
         trace.append({"op": "ReadSection", "args": args, "out": n, "s": 0.0})
-    spent.fill(ranked, score_of)  # pages ran out: the next best leaves
-    positions = list(spent.evidence)
     answer, how = reduce_answer(index, query, positions)
-    return ToolRunResult(positions, [spent.evidence[p] for p in positions], answer, how, trace)
+    return ToolRunResult(positions, values[taken].tolist(), answer, how, trace)
 
 
-def _read_around(
+def reading_values(
     index: ReadModel,
-    spent: PageBudget,
-    hit: int,
-    most: int,
-    score_of: dict[int, float],
-    any_page: bool = False,
-) -> int:
-    """ReadSection around ``hit``: up to ``most`` paragraphs of its own section, nearest
-    first, spent into ``spent`` (``any_page``: whatever their pages); how many were taken."""
-    siblings = index.section_leaves(int(index.doc[hit]), int(index.sec_id[hit]))
-    if hit not in siblings:
-        return 0
-    at = siblings.index(hit)
-    near = sorted(range(len(siblings)), key=lambda j: (abs(j - at), j))
-    read = 0
-    for j in near:
-        if read >= most or spent.full:
-            break
-        read += spent.spend(siblings[j], score_of.get(siblings[j], 0.0), any_page=any_page)
-    return read
+    leaves: np.ndarray,
+    scores: np.ndarray,
+    up: int,
+    down: int,
+    neighbour_share: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each leaf's value to a reader who reads every hit with its scan window (``up``
+    paragraphs above the hit, ``down`` below, inside its section): the larger of the leaf's own
+    score and ``neighbour_share`` × the best score of a hit whose window reaches it (at most
+    ``down`` paragraphs before it or ``up`` after it in the same section); and whether the
+    window gave the value (the neighbour's share is higher than its own score)."""
+    order = np.lexsort((leaves, index.sec_id[leaves], index.doc[leaves]))
+    doc, sec = index.doc[leaves][order], index.sec_id[leaves][order]
+    ordered = scores[order]
+    best_near = np.full(leaves.size, -np.inf)
+    for shift, reach in ((1, down), (-1, up)):
+        for d in range(1, reach + 1):
+            if d >= leaves.size:
+                break
+            if shift == 1:  # the hit before, its window reaching d paragraphs down
+                same = (doc[d:] == doc[:-d]) & (sec[d:] == sec[:-d])
+                best_near[d:] = np.where(
+                    same, np.maximum(best_near[d:], ordered[:-d]), best_near[d:]
+                )
+            else:  # the hit after, its window reaching d paragraphs up
+                same = (doc[:-d] == doc[d:]) & (sec[:-d] == sec[d:])
+                best_near[:-d] = np.where(
+                    same, np.maximum(best_near[:-d], ordered[d:]), best_near[:-d]
+                )
+    near = np.empty(leaves.size)
+    reached = np.isfinite(best_near)
+    near[order] = np.where(reached, neighbour_share * np.where(reached, best_near, 0.0), -np.inf)
+    values = np.maximum(scores, near)
+    return values, near > scores
+
+
+def spend_by_value(
+    index: ReadModel, leaves: np.ndarray, values: np.ndarray, budget: int, page_repeat: float
+) -> np.ndarray:
+    """Indices into ``leaves`` (in document order), at most ``budget``, taken one at a time:
+    the highest value, a leaf on a (document, page) an earlier one covers counting
+    ``page_repeat`` × its value; ties by position."""
+    pages = index.doc[leaves].astype(np.int64) * (1 << 32) + index.page_start[leaves]
+    covered = np.zeros(leaves.size, bool)
+    open_ = np.ones(leaves.size, bool)
+    taken: list[int] = []
+    for _ in range(min(budget, leaves.size)):
+        worth = np.where(covered, values * page_repeat, values)
+        worth[~open_] = -np.inf
+        i = int(np.argmax(worth))  # leaves ascend: the first maximum is the lowest position
+        taken.append(i)
+        open_[i] = False
+        covered |= pages == pages[i]
+    return np.array(taken, np.int64)
 
 
 def shown_documents(

@@ -310,7 +310,10 @@ class QueryEngine:
                 return deepread.react_loop(
                     tools, question, k, query.deepread_max_rounds, query.agent_toc_documents
                 )
-            return deepread.offline_policy(tools, question, k, self.config.relevance)
+            return deepread.offline_policy(
+                tools, question, k, self.config.relevance,
+                query.deepread_neighbour_share, query.deepread_page_repeat,
+            )  # fmt: skip
         tools = ladrag.LadRagTools(model, doc, self.config.relevance.dense_weight)
         if is_generative(model.backend):
             budget = query.ladrag_budget * k

@@ -189,7 +189,8 @@ def test_deepread_offline_policy_locates_then_reads(engine):
     result = engine.answer(
         "What is the Receptiviti score of user A2GBIFL43U1LKJ?", "deepread", PAPER
     )
-    assert [s["op"] for s in result["trace"]] == ["Retrieve", "ReadSection"]
+    ops = [s["op"] for s in result["trace"]]
+    assert ops[0] == "Retrieve" and ops[1:] and set(ops[1:]) == {"ReadSection"}
     assert 4 in {e["page"] for e in result["evidence"]}
 
 

@@ -1,7 +1,7 @@
 """How the structure-aware methods spend their evidence units, on the real paper of conftest.py
 (MMLongBench 2303.05039v2.pdf, 9 pages): the hybrid baseline's reciprocal-rank fusion, the page
-budget DeepRead and LAD-RAG spend into, DeepRead's two readings (in depth on a document too
-short to spread over, page by page otherwise), Chunk-Zoom's query seed and Zoom's fusion of its
+budget LAD-RAG spends into, DeepRead's reading of its hits' scan windows with pages already
+covered worth less, Chunk-Zoom's query seed and Zoom's fusion of its
 walk with BM25 on a PDF."""
 
 from __future__ import annotations
@@ -78,32 +78,54 @@ def test_a_page_budget_refuses_a_covered_page_unless_told(index, doc):
     assert plain.spend(same_page[0], 1.0) and plain.spend(same_page[1], 0.5)
 
 
-def test_deepread_reads_a_short_document_in_depth(engine):
-    """9 pages against Page_Ranker's 3 · k = 15 with k = 5: too short to spread over."""
-    result = engine.answer(QUESTION, "deepread", PAPER, k=5)
-    assert [s["op"] for s in result["trace"]] == ["Retrieve", "ReadSection"]
-    assert 4 in {e["page"] for e in result["evidence"]}
+def _deepread(index, doc, k: int, share: float = 0.8, repeat: float = 0.8) -> list[int]:
+    tools = deepread.DeepReadTools(index, doc)
+    return deepread.offline_policy(tools, QUESTION, k, RelevanceConfig(), share, repeat).evidence
 
 
-def test_deepread_spends_a_long_documents_units_page_by_page(engine, index, doc):
-    """k = 3 and 9 pages: spread. The best hit first with its section read in depth (a quarter
-    of the budget of 3 · 3 units), then every further unit on a page not covered yet, each
-    read inside its hit's section."""
-    k, budget = 3, 9
-    assert pages_in(index, index.leaves(doc)) >= RelevanceConfig().pages_per_unit * k
-    result = engine.answer(QUESTION, "deepread", PAPER, k=k)
-    evidence = [index.position(e["node_id"]) for e in result["evidence"]]
-    assert len(evidence) == budget
-    ops = [s["op"] for s in result["trace"]]
-    assert ops[0] == "Retrieve" and set(ops[1:]) == {"ReadSection"}
+def _hybrid_relevance(index, doc) -> tuple[np.ndarray, np.ndarray]:
     leaves = index.leaves(doc)
-    scores = deepread.text_scores(index, QUESTION, leaves, index.embed([QUESTION])[0], 0.8)
-    assert evidence[0] == int(leaves[np.argmax(scores)])  # the best hit leads
-    depth = budget // deepread.DEPTH_SHARE
-    first_section = index.sec_id[evidence[0]]
-    assert all(index.sec_id[p] == first_section for p in evidence[: 1 + depth])
-    later_pages = [int(index.page_start[p]) for p in evidence[1 + depth :]]
-    assert len(later_pages) == len(set(later_pages))  # page by page after the deep read
+    vector = index.embed([QUESTION])[0]
+    return leaves, deepread.text_scores(index, QUESTION, leaves, vector, 0.8).astype(float)
+
+
+def test_deepread_reads_beside_its_hits_inside_their_sections(engine, index, doc):
+    """3k units; the best hit leads; every unit is a hit or lies in the scan window of a
+    hit of the same section, worth the neighbour's share of that hit's relevance."""
+    result = engine.answer(QUESTION, "deepread", PAPER, k=5)
+    evidence = [index.position(e["node_id"]) for e in result["evidence"]]
+    assert len(evidence) == 15 == len(set(evidence))
+    assert 4 in {e["page"] for e in result["evidence"]}
+    ops = [s["op"] for s in result["trace"]]
+    assert ops[0] == "Retrieve" and set(ops[1:]) == {"ReadSection"} and len(ops) > 1
+    leaves, scores = _hybrid_relevance(index, doc)
+    score_of = dict(zip(leaves.tolist(), scores.tolist(), strict=True))
+    assert evidence[0] == int(leaves[np.argmax(scores)])
+    values = [e["score"] for e in result["evidence"]]
+    for p, value in zip(evidence, values, strict=True):
+        siblings = index.section_leaves(int(index.doc[p]), int(index.sec_id[p]))
+        at = siblings.index(p)
+        near = [score_of[q] for q in siblings[max(0, at - 1) : at + 2] if q != p]
+        assert np.isclose(value, max([score_of[p]] + [0.8 * s for s in near]), atol=1e-6)
+
+
+def test_deepread_s_order_does_not_depend_on_k(index, doc):
+    """A budget of n units is the first n of any larger one: the eval's curves rise with n
+    (before, k decided between two readings and the curve fell from 15 to 20 units)."""
+    longest = _deepread(index, doc, 7)
+    for k in (1, 2, 3, 5):
+        assert _deepread(index, doc, k) == longest[: 3 * k]
+
+
+def test_deepread_s_two_shares_span_plain_ranking_and_page_by_page(index, doc):
+    leaves, scores = _hybrid_relevance(index, doc)
+    plain = leaves[np.lexsort((leaves, -scores))][:9].tolist()
+    assert _deepread(index, doc, 3, share=0.0, repeat=1.0) == plain  # Retrieve's ranking alone
+    by_page = _deepread(index, doc, 3, share=0.8, repeat=0.0)
+    pages = [int(index.page_start[p]) for p in by_page]
+    n_pages = pages_in(index, leaves)
+    assert len(set(pages[:n_pages])) == min(n_pages, 9)  # every page once before any twice
+    assert by_page != _deepread(index, doc, 3)  # the default lies between the two
 
 
 def test_chunk_seeds_mix_into_the_start_vector():
