@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -178,10 +179,8 @@ def offline_policy(
     positions = leaves[taken].tolist()
     hits = int((~by_window[taken]).sum())
     trace = [_step("Retrieve", {"query": query, "k": k}, hits, started)]
-    reads: dict[tuple[int, int], int] = {}
-    for p in leaves[taken[by_window[taken]]].tolist():
-        key = (int(index.doc[p]), int(index.sec_id[p]))
-        reads[key] = reads.get(key, 0) + 1
+    read = leaves[taken[by_window[taken]]].tolist()
+    reads = Counter((int(index.doc[p]), int(index.sec_id[p])) for p in read)
     for (doc, sec_id), n in reads.items():
         args = {"doc_id": index.documents[doc].doc_id, "sec_id": sec_id}
         trace.append({"op": "ReadSection", "args": args, "out": n, "s": 0.0})
@@ -206,23 +205,15 @@ def reading_values(
     doc, sec = index.doc[leaves][order], index.sec_id[leaves][order]
     ordered = scores[order]
     best_near = np.full(leaves.size, -np.inf)
-    for shift, reach in ((1, down), (-1, up)):
-        for d in range(1, reach + 1):
-            if d >= leaves.size:
-                break
-            if shift == 1:  # the hit before, its window reaching d paragraphs down
-                same = (doc[d:] == doc[:-d]) & (sec[d:] == sec[:-d])
-                best_near[d:] = np.where(
-                    same, np.maximum(best_near[d:], ordered[:-d]), best_near[d:]
-                )
-            else:  # the hit after, its window reaching d paragraphs up
-                same = (doc[:-d] == doc[d:]) & (sec[:-d] == sec[d:])
-                best_near[:-d] = np.where(
-                    same, np.maximum(best_near[:-d], ordered[d:]), best_near[:-d]
-                )
-    near = np.empty(leaves.size)
+    for d in range(1, min(max(up, down), leaves.size - 1) + 1):
+        same = (doc[d:] == doc[:-d]) & (sec[d:] == sec[:-d])  # leaves i and i + d: one section
+        if d <= down:  # the hit d places before a leaf, its window reaching down to it
+            best_near[d:] = np.where(same, np.maximum(best_near[d:], ordered[:-d]), best_near[d:])
+        if d <= up:  # the hit d places after a leaf, its window reaching up to it
+            best_near[:-d] = np.where(same, np.maximum(best_near[:-d], ordered[d:]), best_near[:-d])
+    near = np.full(leaves.size, -np.inf)
     reached = np.isfinite(best_near)
-    near[order] = np.where(reached, neighbour_share * np.where(reached, best_near, 0.0), -np.inf)
+    near[order[reached]] = neighbour_share * best_near[reached]
     values = np.maximum(scores, near)
     return values, near > scores
 
