@@ -7,8 +7,9 @@ walk with BM25 on a PDF."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from bookindex.operators.config import RelevanceConfig, WalkConfig
+from bookindex.operators.config import ConfigError, RelevanceConfig, WalkConfig, load_config
 from bookindex.operators.query import deepread
 from bookindex.operators.query.engine import QueryEngine
 from bookindex.operators.query.scoring import (
@@ -192,3 +193,12 @@ def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
     assert len(fused) == len(walked) == 5
     assert walked.index(bm25_best) == 2 and fused[0] == bm25_best
     assert sorted(fused) == sorted(walked)
+
+
+def test_deepread_s_shares_outside_0_1_and_an_empty_budget_are_refused_or_empty(index, doc):
+    for field in ("deepread_neighbour_share", "deepread_page_repeat"):
+        for bad in (-0.1, 1.5):
+            with pytest.raises(ConfigError, match=rf"query\.{field}"):
+                load_config(env={}, overrides={"query": {field: bad}})
+    empty = deepread.offline_policy(deepread.DeepReadTools(index, doc), QUESTION, 0)
+    assert empty.evidence == [] and [s["op"] for s in empty.trace] == ["Retrieve"]
