@@ -4,21 +4,26 @@
 # pinned there; uv refuses anything unpinned or with another hash; uv instead of pip: 95 s → under
 # 10 s with a warm cache), then bookindex itself as an editable install (no dependency
 # resolution: --no-deps), which gives the `bookindex` command and `import bookindex` from this
-# checkout. uv compiles the installed modules' bytecode as it installs (--compile-bytecode; pip
-# does by default, uv does not): where PYTHONDONTWRITEBYTECODE is set, as on this machine, a venv
-# without it compiles torch, transformers, spaCy and Ray from source again in every process that
-# imports them (every Ray worker, model host and command the tests start): 17-18 s against
-# 7-8 s for those imports in one process; 20 s more for `make venv`. uv reads no pip
+# checkout. Bytecode: uv does not compile what it installs, and compiling the whole venv
+# (--compile-bytecode) took 65 s of `make venv`; instead every recipe here runs with
+# PYTHONDONTWRITEBYTECODE unset (`unexport`, below), so the first process that imports a module
+# writes its bytecode and the next ones read it (torch, transformers, spaCy, Ray and the rest
+# the tests import: 28 s once, then 9.5 s an import chain, the same as a compiled venv). Where
+# PYTHONDONTWRITEBYTECODE stayed set, as this machine's shell sets it, a venv without bytecode
+# compiled them from source again in every process that imports them (every Ray worker, model
+# host and command the tests start: 17-18 s against 7-8 s). uv reads no pip
 # configuration: a local wheel directory in PIP_FIND_LINKS (where the CPU torch wheel lies on
 # this machine) is passed on as --find-links.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode
+UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
 FIND_LINKS := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 SAMPLE := data/sample_corpus
 INDEX := data/sample_index
+# the first import of a module writes its bytecode into the venv (see above)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-slow unit lint format venv clean bench wheel docs
 
