@@ -159,11 +159,11 @@ class PageBudget:
     def full(self) -> bool:
         return len(self.evidence) >= self.budget
 
-    def spend(self, position: int, score: float, any_page: bool = False) -> bool:
+    def spend(self, position: int, score: float) -> bool:
         """Take ``position`` (scored ``score``) unless the budget is spent, it is taken, or
-        (spreading, and not ``any_page``) its page is covered; whether it was taken."""
+        (spreading) its page is covered; whether it was taken."""
         page = (int(self.index.doc[position]), int(self.index.page_start[position]))
-        covered = self.spread and not any_page and page in self.covered
+        covered = self.spread and page in self.covered
         if self.full or position in self.evidence or covered:
             return False
         self.evidence[position] = score

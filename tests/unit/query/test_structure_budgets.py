@@ -64,19 +64,19 @@ def test_the_hybrid_baseline_is_the_top_of_the_fused_ranking(engine, index, doc)
     assert [e["node_id"] for e in result["evidence"]] == [index.node_ids[p] for p in top]
 
 
-def test_a_page_budget_refuses_a_covered_page_unless_told(index, doc):
+def test_a_page_budget_refuses_a_covered_page_until_fill(index, doc):
     leaves = index.leaves(doc).tolist()
     same_page = [p for p in leaves if index.page_start[p] == index.page_start[leaves[0]]]
     assert len(same_page) >= 3
     spent = PageBudget(index, budget=3, spread=True)
     assert spent.spend(same_page[0], 1.0)
     assert not spent.spend(same_page[1], 0.9)  # adds no page
-    assert spent.spend(same_page[1], 0.9, any_page=True)
-    assert not spent.spend(same_page[1], 0.9)  # taken already
-    spent.fill(same_page, {})
+    spent.fill(same_page, {same_page[1]: 0.9})  # the pages ran out: any page, in order
     assert list(spent.evidence) == same_page[:3] and spent.full
-    plain = PageBudget(index, budget=2, spread=False)
+    assert spent.evidence[same_page[1]] == 0.9 and spent.evidence[same_page[2]] == 0.0
+    plain = PageBudget(index, budget=3, spread=False)
     assert plain.spend(same_page[0], 1.0) and plain.spend(same_page[1], 0.5)
+    assert not plain.spend(same_page[0], 1.0) and not plain.full  # taken already
 
 
 def _deepread(index, doc, k: int, share: float = 0.8, repeat: float = 0.8) -> list[int]:
