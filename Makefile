@@ -65,8 +65,8 @@ format: $(STAMP)
 # jobs, the cluster Job API: each starts Ray clusters of its own) are left to `make test-slow`,
 # so that CI stays under 20 minutes.
 # The halves by measured time (`pytest --durations=0` on each half, one process a core): models,
-# pipelines, walks, eval, parsing and graph about 280 s; structure, query and the rest about 260 s
-# (the first four alone were 224 s against 314 s for the rest).
+# pipelines, walks, eval, parsing and graph 263 s; structure, query and the rest 255 s (in one
+# CI run; the first four alone were 214 s against 294 s for the rest).
 UNIT_HALF := tests/unit/models tests/unit/pipelines tests/unit/walks tests/unit/eval \
 	tests/unit/parsing tests/unit/graph
 test: lint
