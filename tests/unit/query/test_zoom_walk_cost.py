@@ -1,8 +1,9 @@
-"""The walk-cost changes of ZoomRAG's Doc-Zoom on real HotpotQA passages and questions: a walk
-product that reads only the rows of the state that can be nonzero (``_SpMM``'s masked and
-reached-rows products) gives the plain product's state bit for bit; the query–document
-similarities a caller passes in link as those the walk computes; float32 walks rank the
-documents as float64 walks do (the default ``walk.dtype``)."""
+"""The walk-cost changes of ZoomRAG's Doc-Zoom on real HotpotQA passages and questions (the
+first 50 questions and their 500 passages): a walk product that reads only the rows of the
+state that can be nonzero (``_SpMM``'s masked and reached-rows products) gives the plain
+product's state bit for bit; the query–document similarities a caller passes in link as those
+the walk computes; float32 walks rank the documents as float64 walks do (the default
+``walk.dtype``)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ from bookindex.operators.walks import engine as walk_engine
 from bookindex.operators.walks.engine import make_engine
 from bookindex.operators.walks.topk import top_k_columns
 
+N_QUESTIONS, N_PASSAGES = 50, 500
+
 
 @pytest.fixture(scope="module")
 def graph(hotpot, shared_data):
-    """A float64 engine over all HotpotQA passages (vectors of the offline embedder, entities:
-    the titles each names), the questions' vectors and the entities each names."""
-    passages = list(hotpot.values())
+    """A float64 engine over the first half of HotpotQA: its first 50 questions and their
+    passages (10 a question, the gold two and eight distractors: p0-p499; vectors of the
+    offline embedder, entities: the titles each names), the questions' vectors and the
+    entities each names. (Half, not all 994 passages: embedding them is the test's setup, 47 s
+    of one core for all.)"""
+    passages = list(hotpot.values())[:N_PASSAGES]
     backend = load_backend(ModelConfig())
     names, links, _ = title_links([p["title"] for p in passages], [p["text"] for p in passages])
     rows, cols = zip(*links, strict=True)
@@ -32,7 +38,11 @@ def graph(hotpot, shared_data):
     engine = make_engine(device="cpu", dtype=np.float64)
     engine.fit(backend.embed([p["text"] for p in passages]), doc_entity)
     path = shared_data / "multihop" / "hotpotqa" / "questions.jsonl"
-    questions = [json.loads(line)["question"] for line in path.read_text().splitlines()]
+    lines = path.read_text().splitlines()[:N_QUESTIONS]
+    questions = [json.loads(line)["question"] for line in lines]
+    assert {int(g[1:]) for line in lines for g in json.loads(line)["gold_ids"]} < set(
+        range(N_PASSAGES)
+    )
     linker = EntityLinker(names, max_words=10, fold_accents=True)
     found = [linker.link(q, capitalised=True) for q in questions]
     qe = sp.csr_matrix(
@@ -92,7 +102,7 @@ def test_similarities_passed_in_link_as_computed(graph):
 
 
 def test_float32_walks_rank_documents_as_float64(graph):
-    """The top 10 documents of every HotpotQA question's walk, in order, and scores within
+    """The top 10 documents of every question's walk, in order, and scores within
     1e-6 of the float64 walk's."""
     engine, vectors, qe, _ = graph
     assert make_engine(device="cpu").backend.dtype is np.float32  # the default
