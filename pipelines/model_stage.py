@@ -48,12 +48,16 @@ def model_stage_args(
 def actor_pool(size: int, autoscale: bool = False):
     """A Ray Data actor pool of ``size`` workers (``compute=`` of ``map_batches``); with
     ``autoscale``, 1 to ``size`` (a pool of GPU workers never waits for more GPUs than the
-    cluster has)."""
+    cluster has). One call in flight a worker: Ray Data's default (twice its concurrency)
+    queues calls on the first worker whose models are loaded while the others still load
+    them, and a few long calls (OCR pages, a small corpus's documents) then run one after the
+    other on one worker while the rest of the pool idles (4 OCR pages: 85 s on one worker of
+    two). The next call goes to the first worker that is free."""
     from ray.data import ActorPoolStrategy
 
     if autoscale:
-        return ActorPoolStrategy(min_size=1, max_size=size)
-    return ActorPoolStrategy(size=size)
+        return ActorPoolStrategy(min_size=1, max_size=size, max_tasks_in_flight_per_actor=1)
+    return ActorPoolStrategy(size=size, max_tasks_in_flight_per_actor=1)
 
 
 def bounded_retries(config: BookindexConfig, actors: bool = False) -> dict[str, int]:

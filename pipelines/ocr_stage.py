@@ -144,15 +144,21 @@ def ocr_args(
     config: BookindexConfig, workers: int, cpus: int, pages: int | None = None
 ) -> dict[str, Any]:
     """``map_batches`` arguments of ``OcrStage``: ``index.ocr_workers`` workers (None:
-    ``workers``), but no more than the batches of the run's ``pages`` (a worker without a
-    batch would only hold a CPU while it loads the models), ``index.ocr_batch_size`` pages a
-    call, the engine's threads (0: the CPUs shared among the configured workers) and GPU
-    share. With GPUs the pool autoscales from 1 worker."""
+    ``workers``), ``index.ocr_batch_size`` pages a call, the engine's threads (0: the CPUs
+    shared among the configured workers) and GPU share. With GPUs the pool autoscales from 1
+    worker. A run with few ``pages`` gets smaller calls, at least two a worker (a page takes
+    10-30 s of a core, so the worker free first takes the next page: 4 pages on 2 workers are
+    4 calls of 1, not 1 call of 4 on one worker while the other core idles), and no worker
+    without a call (it would only hold a CPU while it loads the models). The threads stay
+    those of the configured pool: a CPU a worker leaves may be another stage's (and on a
+    cluster ``cpus`` is not one node's)."""
     index = config.index
     pool = index.ocr_workers or workers
     threads = index.ocr_threads or max(1, cpus // pool)
+    batch_size = index.ocr_batch_size
     if pages is not None:
-        pool = max(1, min(pool, -(-pages // index.ocr_batch_size)))
+        batch_size = max(1, min(batch_size, pages // (2 * pool)))
+        pool = max(1, min(pool, -(-pages // batch_size)))
     gpu = index.ocr_gpus > 0
     args: dict[str, Any] = {
         "fn_constructor_kwargs": {
@@ -163,7 +169,7 @@ def ocr_args(
             "retries": index.task_retries,
         },
         "compute": actor_pool(pool, autoscale=gpu),
-        "batch_size": index.ocr_batch_size,
+        "batch_size": batch_size,
         "batch_format": "pyarrow",
     }
     if gpu:
