@@ -226,7 +226,9 @@ class IndexConfig(Section):
         None, ge=1, description="OCR workers (each loads the OCR models once); None: CPUs"
     )
     ocr_batch_size: int = Field(
-        4, ge=1, description="pages per OCR call (fewer in a run with few pages: two calls a worker at least)"
+        4,
+        ge=1,
+        description="pages per OCR call (fewer in a run with few pages: two calls a worker at least)",
     )
     ocr_threads: int = Field(
         0, ge=0, description="onnxruntime threads per OCR worker; 0: CPUs / OCR workers"

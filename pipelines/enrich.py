@@ -12,10 +12,17 @@ documents per batch. It adds the ``ENRICH_FIELDS`` of pipelines/rows.py.
 This module is what each actor imports (to unpickle ``EnrichStage``), so it holds no model,
 graph or configuration code: the actor imports pyarrow and the model host only, and starts its
 child at once; the child imports pipelines/enrich_worker.py (start-up is paid per worker).
+Where the job asks it to (``write``), the actor then imports the fragment writer
+(pipelines/store/document_writes.py), while its child loads the models, and writes each call's
+rows itself: the job then has no write tasks after enrich, whose workers would wait for the
+actors' CPUs and then start afresh (2-3 s of imports each), and enriched rows never wait in the
+object store for them.
 """
 
 from __future__ import annotations
 
+import importlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from bookindex.operators.config import BookindexConfig
 
 WORKER = "bookindex.pipelines.enrich_worker:EnrichWorker"  # what the child builds (pipelines/model_host.py)
+_WRITES = "bookindex.pipelines.store.document_writes"  # write_document_rows, where asked
 
 
 class EnrichStage:
@@ -40,14 +48,31 @@ class EnrichStage:
     A document's budget: ``timeout_s`` plus ``per_node_s`` for each of its nodes."""
 
     def __init__(
-        self, timeout_s: float = 300.0, retries: int = 2, per_node_s: float = 0.5, **worker: Any
+        self,
+        timeout_s: float = 300.0,
+        retries: int = 2,
+        per_node_s: float = 0.5,
+        write: dict | None = None,
+        **worker: Any,
     ) -> None:
-        """``worker``: ``EnrichWorker``'s arguments (models, resolver, width, answers)."""
+        """``worker``: ``EnrichWorker``'s arguments (models, resolver, width, answers).
+        ``write``: ``write_document_rows``'s ``out_dir`` and ``width``: each call's rows are
+        written as Lance fragments here, after the call (pipelines/store/document_writes.py),
+        and go on without their heavy columns; None: they go on whole."""
         worker["node"] = ray_node_id()  # the actor's node (the child has no Ray)
+        self.write = write
+        writes = None
+        if write is not None:  # imported while the child loads its models (Lance: ~2 s)
+            writes = ThreadPoolExecutor(1).submit(importlib.import_module, _WRITES)
         self.host = ModelHost(WORKER, worker, timeout_s, retries, per_node_s)
+        if writes is not None:
+            self.write_rows = writes.result().write_document_rows
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return self.host.call_isolated(batch, enrich_failed)
+        enriched = self.host.call_isolated(batch, enrich_failed)
+        if self.write is None:
+            return enriched
+        return self.write_rows(enriched, **self.write)
 
 
 def enrich_failed(row: dict, exc: Isolated) -> dict:

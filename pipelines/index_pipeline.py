@@ -12,7 +12,8 @@ stages (pipelines/structure_stage.py, pipelines/enrich.py; their rows: pipelines
     their books' text pages ─map(parse)─┘                                          per document
       (tree as JSON) [─model_answers: figure/table descriptions, LLM entities through
       ray.data.llm, with --models openai|vllm] [─materialize─map_batches(EnrichStage)]
-      ─map_batches(write_document_rows: nodes, edges, communities as Lance fragments)─▶
+      ─write_document_rows (nodes, edges, communities as Lance fragments: in the enrich
+      actors after each call, or a map_batches of its own without enrich)─▶
       driver: the document rows; one commit per table (nodes, edges, communities), corpus
       entity resolution (an actor), entity tables, documents + failures (last: the commit)
 
@@ -39,7 +40,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from bookindex.operators.config import BookindexConfig, ConfigError
@@ -61,7 +61,7 @@ from bookindex.pipelines.ocr_stage import (
     ocr_tasks,
     text_ranges,
 )
-from bookindex.pipelines.rows import HEAVY, decode_vectors, from_json, passage_document_row, to_json
+from bookindex.pipelines.rows import from_json, passage_document_row, to_json
 from bookindex.pipelines.run_stats import (
     DriverPhases,
     ProgressListener,
@@ -71,9 +71,10 @@ from bookindex.pipelines.run_stats import (
     write_stats,
 )
 from bookindex.pipelines.store import fragments, lance_store, recovery
+from bookindex.pipelines.store.document_writes import write_document_rows
 from bookindex.pipelines.store.index_dir import check_index_dir
 from bookindex.pipelines.store.index_lock import IndexLock
-from bookindex.pipelines.store.layout_graph_store import backfill_layout_graph, graph_tables
+from bookindex.pipelines.store.layout_graph_store import backfill_layout_graph
 from bookindex.pipelines.store.schemas import (
     COMMUNITIES,
     DOCUMENTS,
@@ -337,66 +338,6 @@ def check_index_config(config: BookindexConfig, out_dir: str | Path) -> int | No
     return width
 
 
-def node_rows(batch: pa.Table, width: int) -> pa.Table:
-    """Document rows → rows of the ``nodes`` table, vectors of ``width`` (null without
-    enrich)."""
-    rows: list[dict] = []
-    has_vectors = "node_vectors" in batch.column_names
-    for i, (doc_id, nodes_json) in enumerate(
-        zip(batch.column("doc_id").to_pylist(), batch.column("nodes").to_pylist(), strict=True)
-    ):
-        nodes = from_json(nodes_json, [])
-        vectors = None
-        if has_vectors and nodes:
-            vectors = decode_vectors(batch.column("node_vectors")[i].as_py(), len(nodes), width)
-        sentences = _sentence_rows(batch, i, len(nodes), width)
-        for j, node in enumerate(nodes):
-            node["doc_id"] = doc_id
-            node["summary"] = node.get("summary")
-            node["vector"] = vectors[j].tolist() if vectors is not None else None
-            node["sentence_vectors"] = sentences[j]
-            rows.append(node)
-    schema = nodes_schema(width)
-    if not rows:
-        return schema.empty_table()
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-def write_document_rows(batch: pa.Table, out_dir: str, width: int | None) -> pa.Table:
-    """Document rows → the same rows without their heavy columns (``rows.HEAVY``), their
-    nodes, edges and communities written as Lance fragments of those tables, not committed
-    (store/fragments.py): the block's fragments, as JSON ``{table: [fragment, ...]}``, in the
-    first row's ``fragments`` (the others' ``{}``); the driver commits them. ``width``: of
-    the nodes' vectors (None: as the enrich stage's rows say, ``vector_width``)."""
-    if width is None and "vector_width" in batch.column_names:
-        width = next((w for w in batch.column("vector_width").to_pylist() if w), None)
-    rows = batch.select(["doc_id", "edges", "communities"]).to_pylist()
-    edges, communities = graph_tables(rows)
-    written = {
-        NODES: fragments.write(out_dir, NODES, node_rows(batch, width), nodes_schema(width)),
-        EDGES: fragments.write(out_dir, EDGES, edges, edges_schema),
-        COMMUNITIES: fragments.write(out_dir, COMMUNITIES, communities, communities_schema),
-    }
-    out = batch.drop_columns([c for c in HEAVY if c in batch.column_names])
-    found = [to_json(written)] + [to_json({})] * (out.num_rows - 1)
-    return out.append_column("fragments", pa.array(found[: out.num_rows], pa.string()))
-
-
-def _sentence_rows(batch: pa.Table, i: int, n_nodes: int, width: int) -> list:
-    """Row ``i``'s sentence vectors per node (lists of vectors; None where not counted)."""
-    if "sentence_counts" not in batch.column_names:
-        return [None] * n_nodes
-    counts = from_json(batch.column("sentence_counts")[i].as_py(), [None] * n_nodes)
-    total = sum(c for c in counts if c)
-    raw = batch.column("sentence_vectors")[i].as_py() if total else b""
-    flat = decode_vectors(raw, total, width) if total else np.zeros((0, width), np.float32)
-    out, at = [], 0
-    for count in counts:
-        out.append(None if count is None else flat[at : at + count].tolist())
-        at += count or 0
-    return out
-
-
 def ray_address(config: BookindexConfig, environ: dict[str, str] | None = None) -> str:
     """The Ray the job starts or joins: ``index.ray_address``, else ``RAY_ADDRESS`` (the Job
     API sets it to the cluster's address), else "local" — a Ray of its own. (``ray.init()``
@@ -461,13 +402,7 @@ class _RayRun:
         with self.driver.phase("ray_pipeline", rows_in=len(todo)) as phase:
             # the last step writes each block's nodes and layout graph as Lance fragments
             # (store/fragments.py), so only the small document rows come back here
-            written = self._documents(todo, passages).map_batches(
-                write_document_rows,
-                fn_kwargs={"out_dir": str(self.out_dir), "width": self.width},
-                batch_size=None,
-                batch_format="pyarrow",
-                **bounded_retries(self.config),
-            )
+            written = self._documents(todo, passages)
             stage = "enrich" if self.config.index.enrich else "parse"
             doc_rows = self._stream(written, stage, len(todo))
             phase["rows_out"] = len(doc_rows)
@@ -528,7 +463,10 @@ class _RayRun:
 
     def _documents(self, todo: list[InputFile], passages: dict[str, Passage]):
         """The per-document dataset: PDFs parsed and assembled, passages as they are, each
-        enriched (when configured) in batches of its own size."""
+        enriched (when configured) in batches of its own size, and written
+        (``write_document_rows``: nodes, edges and communities as Lance fragments, the rows
+        without their heavy columns) by the enrich actors themselves, or by tasks of their
+        own without enrich or with the model's selections after it."""
         ray, index = self.ray, self.config.index
         pdfs = [
             {"doc_id": f.doc_id, "uri": f.uri, "size": f.size}
@@ -547,6 +485,7 @@ class _RayRun:
             passages_ds = ray.data.from_items(texts, override_num_blocks=blocks)
             parts.append((passages_ds, index.passages_per_enrich_batch, len(texts), 0))
         enriched = []
+        write = {"out_dir": str(self.out_dir), "width": self.width}
         generative = self.config.models.generative
         answers = index.enrich and generative
         for dataset, docs_per_batch, total, part_pages in parts:
@@ -563,9 +502,19 @@ class _RayRun:
                 pool = min(self.workers, batches)
                 args = enrich_args(self.config, pool, docs_per_batch, self.width, answers)
                 args.update(bounded_retries(self.config, actors=True))
+                if not answers:
+                    args["fn_constructor_kwargs"]["write"] = write
                 dataset = dataset.map_batches(EnrichStage, **args)
                 if answers:  # ER selection: one processor pass for the corpus's questions
                     dataset = document_selections(dataset, self.config)
+            if not index.enrich or answers:
+                dataset = dataset.map_batches(
+                    write_document_rows,
+                    fn_kwargs=write,
+                    batch_size=None,
+                    batch_format="pyarrow",
+                    **bounded_retries(self.config),
+                )
             enriched.append(dataset)
         return enriched[0] if len(enriched) == 1 else enriched[0].union(*enriched[1:])
 

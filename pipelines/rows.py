@@ -9,7 +9,7 @@ float32 bytes. Each field below says what it holds; ``to_json`` / ``from_json`` 
     (PROBE_FIELDS)      (+ PARSE_FIELDS)            (DOCUMENT_FIELDS)       (+ ENRICH_FIELDS)
 
 The driver takes the document rows without their ``HEAVY`` columns, which Ray writes to the
-``nodes`` table (``pipelines.index_pipeline.node_rows``). This module imports no other module of
+``nodes`` table (``pipelines.store.document_writes.node_rows``). This module imports no other module of
 ``pipelines``: the stages and ``store`` read the rows through it.
 """
 

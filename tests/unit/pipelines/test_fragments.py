@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from bookindex.operators.parsing.probe import identify
-from bookindex.pipelines.index_pipeline import node_rows, write_document_rows
 from bookindex.pipelines.rows import HEAVY, from_json
 from bookindex.pipelines.store import fragments, lance_store, recovery
+from bookindex.pipelines.store.document_writes import node_rows, write_document_rows
 from bookindex.pipelines.store.layout_graph_store import graph_tables
 from bookindex.pipelines.store.schemas import (
     COMMUNITIES,

@@ -18,9 +18,10 @@ from bookindex.operators.config import (
     config_from_args,
 )
 from bookindex.operators.models import ModelError, check_config, embedding_width
-from bookindex.pipelines.index_pipeline import check_index_config, node_rows
+from bookindex.pipelines.index_pipeline import check_index_config
 from bookindex.pipelines.rows import decode_vectors, encode_vectors, from_json, to_json
 from bookindex.pipelines.store import lance_store
+from bookindex.pipelines.store.document_writes import node_rows
 from bookindex.pipelines.store.schemas import ENTITIES, NODES, nodes_schema, schema_for
 
 

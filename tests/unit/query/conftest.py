@@ -20,7 +20,7 @@ from tests.conftest import PAPER
 
 def tables_of(doc_rows: list[dict]) -> IndexTables:
     """The read model's tables from enriched document rows of the index job."""
-    from bookindex.pipelines.index_pipeline import node_rows
+    from bookindex.pipelines.store.document_writes import node_rows
     from bookindex.pipelines.store.layout_graph_store import graph_tables
 
     batch = pa.Table.from_pylist(doc_rows)
