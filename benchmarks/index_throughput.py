@@ -390,6 +390,14 @@ def _p4llm_init(warmup: str, ready: mp.queues.Queue) -> None:
     import pymupdf
     import pymupdf4llm
 
+    from bookindex._pymupdf import allow_layout
+
+    # its default mode where pymupdf-layout is installed (as it is with PyMuPDF 2.0), which
+    # ``import bookindex`` turns off (bookindex/_pymupdf.py)
+    allow_layout()
+    with contextlib.suppress(ImportError):
+        pymupdf4llm.use_layout(True)
+
     pymupdf.set_messages(stream=sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
         pymupdf4llm.to_markdown(warmup, use_ocr=False)

@@ -70,6 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bookindex._pymupdf import allow_layout
 from bookindex.operators.eval.heading_gold import (
     CORPORA,
     Heading,
@@ -110,6 +111,7 @@ def pymupdf4llm_headings(
 ) -> list[Heading]:
     """Baseline: markdown heading lines of ``pymupdf4llm.to_markdown(page_chunks=True)``
     (``pages``: 0-based pages to convert, default all)."""
+    allow_layout()  # pymupdf4llm's default mode needs it (bookindex/_pymupdf.py)
     import pymupdf4llm
 
     mode = mode or _P4LLM_MODE
@@ -179,6 +181,7 @@ def _worker_init(p4llm_mode: str) -> None:
 
 def _p4llm_version() -> str:
     try:
+        allow_layout()
         import pymupdf4llm
 
         return str(pymupdf4llm.__version__)

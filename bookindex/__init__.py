@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bookindex._pymupdf import skip_layout
 from bookindex._version import __version__
+
+skip_layout()  # PyMuPDF's layout model, which bookindex never uses, is not loaded (_pymupdf.py)
 
 __all__ = [
     "Answer",
