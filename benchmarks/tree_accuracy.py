@@ -181,7 +181,6 @@ def _worker_init(p4llm_mode: str) -> None:
 
 def _p4llm_version() -> str:
     try:
-        allow_layout()
         import pymupdf4llm
 
         return str(pymupdf4llm.__version__)

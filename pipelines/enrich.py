@@ -21,6 +21,7 @@ object store for them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -60,19 +61,16 @@ class EnrichStage:
         written as Lance fragments here, after the call (pipelines/store/document_writes.py),
         and go on without their heavy columns; None: they go on whole."""
         worker["node"] = ray_node_id()  # the actor's node (the child has no Ray)
-        self.write = write
-        writes = None
-        if write is not None:  # imported while the child loads its models (Lance: ~2 s)
-            writes = ThreadPoolExecutor(1).submit(importlib.import_module, _WRITES)
-        self.host = ModelHost(WORKER, worker, timeout_s, retries, per_node_s)
+        self.write_rows = None
+        with ThreadPoolExecutor(1) as pool:  # the writer imported while the child loads models
+            writes = pool.submit(importlib.import_module, _WRITES) if write is not None else None
+            self.host = ModelHost(WORKER, worker, timeout_s, retries, per_node_s)
         if writes is not None:
-            self.write_rows = writes.result().write_document_rows
+            self.write_rows = functools.partial(writes.result().write_document_rows, **write)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         enriched = self.host.call_isolated(batch, enrich_failed)
-        if self.write is None:
-            return enriched
-        return self.write_rows(enriched, **self.write)
+        return enriched if self.write_rows is None else self.write_rows(enriched)
 
 
 def enrich_failed(row: dict, exc: Isolated) -> dict:

@@ -488,6 +488,7 @@ class _RayRun:
         write = {"out_dir": str(self.out_dir), "width": self.width}
         generative = self.config.models.generative
         answers = index.enrich and generative
+        enrich_writes = index.enrich and not answers  # the enrich actors write their own rows
         for dataset, docs_per_batch, total, part_pages in parts:
             if generative:  # section refiner, descriptions, entities: ray.data.llm processors
                 dataset = model_answers(dataset, self.config, self.workers, index.enrich)
@@ -502,12 +503,12 @@ class _RayRun:
                 pool = min(self.workers, batches)
                 args = enrich_args(self.config, pool, docs_per_batch, self.width, answers)
                 args.update(bounded_retries(self.config, actors=True))
-                if not answers:
+                if enrich_writes:
                     args["fn_constructor_kwargs"]["write"] = write
                 dataset = dataset.map_batches(EnrichStage, **args)
                 if answers:  # ER selection: one processor pass for the corpus's questions
                     dataset = document_selections(dataset, self.config)
-            if not index.enrich or answers:
+            if not enrich_writes:
                 dataset = dataset.map_batches(
                     write_document_rows,
                     fn_kwargs=write,
