@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bookindex._lance import defer_rest_client
 from bookindex._pymupdf import skip_layout
 from bookindex._version import __version__
 
 skip_layout()  # PyMuPDF's layout model, which bookindex never uses, is not loaded (_pymupdf.py)
+defer_rest_client()  # Lance's REST namespace client imports on first use (_lance.py)
 
 __all__ = [
     "Answer",
