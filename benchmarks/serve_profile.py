@@ -3,7 +3,7 @@ the way the replica calls it (one ``Retrieval.retrieve`` per batch, then the ans
 JSON), under cProfile.
 
     python -m benchmarks.serve_profile --index DIR [--method dense,zoom] [--batch 1,32]
-        [--requests 256] [--top 0]
+        [--requests 256] [--top 0] [--config FILE] [--set SECTION.FIELD=VALUE ...]
 
 ``OMP_NUM_THREADS`` is 1 unless set (what Ray gives a replica of one CPU). Another checkout
 beside this one: run it from that checkout's root (``cd CHECKOUT && PYTHONPATH=. python -m
@@ -29,7 +29,12 @@ import pstats
 import time
 from dataclasses import asdict
 
+import numpy as np
+import psutil
+
 from benchmarks.serve_load import question
+from bookindex.operators.config import add_config_arguments, config_from_args
+from bookindex.operators.walks.topk import host
 
 # part -> (file suffix, function name) whose cumulative time is that part
 PARTS = {
@@ -93,6 +98,22 @@ def run(engine, method: str, batch: int, requests: int, offset: int, top: int) -
     return row
 
 
+def walk_graph_line(zoom) -> str:
+    """The Doc-Zoom graph the replica holds: its nodes and links, the document links a
+    document keeps (the walk's cost and memory grow with them), its build time and the
+    process's resident memory."""
+    walk = zoom.engine
+    dd = host(walk.S)[: walk.n_d, : walk.n_d].tocsr()
+    per_doc = np.diff(dd.indptr)  # row i: the documents whose similarity to i passed τ_i
+    rss_mb = psutil.Process().memory_info().rss / 2**20
+    return (
+        f"walk graph: {walk.n_d:,} documents, {walk.n_e:,} entities, {walk.S.nnz:,} links "
+        f"({walk.dd_nnz:,} document-document; a document keeps {per_doc.mean():.1f} on average, "
+        f"at most {per_doc.max()}), built in {zoom.timings.get('engine_build_s', 0):.1f} s; "
+        f"resident memory {rss_mb:,.0f} MB"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--index", required=True)
@@ -100,19 +121,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", default="1,32")
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--top", type=int, default=0)
+    add_config_arguments(parser)  # --set walk.max_doc_links=0: the engine as configured
     args = parser.parse_args(argv)
     # one thread for the embedder and BLAS, as in a Serve replica (num_cpus 1: Ray sets it)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from bookindex.operators.config import BookindexConfig
     from bookindex.pipelines.store.reader import open_engine
 
     started = time.perf_counter()
-    engine = open_engine(args.index, BookindexConfig())
+    engine = open_engine(args.index, config_from_args(args))
     engine.warm_up()
     print(
         f"index {args.index}: {engine.zoom.view.n_docs} documents, opened and warmed up in "
         f"{time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f}"
     )
+    print(walk_graph_line(engine.zoom))
     offset, rows = 2_000_000, []
     for method in args.method.split(","):
         engine.retrieval.retrieve([question(i) for i in range(8)], method, 10)  # warm-up
