@@ -281,6 +281,13 @@ class WalkConfig(Section):
     omega: float = Field(0.5, ge=0, le=1, description="chunk links: temporal share ω")
     sigma: float = Field(1.0, gt=0, description="temporal link decay σ, in chunks")
     n_std: float = Field(3.0, ge=0, description="sparsification: keep exp(cos) > mean + n·σ")
+    max_doc_links: int = Field(
+        64,
+        ge=0,
+        description="a document links to at most this many others (its most similar above "
+        "mean + n·σ), so that the graph grows with the corpus, not its square (0: no bound, "
+        "ZoomRAG's rule alone, whose share of a row is fixed)",
+    )
     bridge_weight: float = Field(
         0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"
     )

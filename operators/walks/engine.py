@@ -8,12 +8,18 @@ Inputs are numpy/scipy arrays; outputs are numpy.
 Doc-Zoom graph of one query (nodes: query, n_d documents, n_e entities; A[i, j] carries mass
 from node j to node i; walk r <- (1-α)·Ã·r + α·e_q, Ã = A with columns normalised):
 
-The parameters (T, α, K, β, keep, ω, σ, n_std) are ``operators.config.WalkConfig``: an engine
-is made with one (``make_engine(config)``) and every walk reads it; a call may pass another
-section of the same kind to change the walk's own parameters (not n_std, which shapes the graph).
+The parameters (T, α, K, β, keep, ω, σ, n_std, max_doc_links) are
+``operators.config.WalkConfig``: an engine is made with one (``make_engine(config)``) and every
+walk reads it; a call may pass another section of the same kind to change the walk's own
+parameters (not n_std or max_doc_links, which shape the graph).
 
 * doc–doc D[i, j] = exp(cos(p_i, p_j)) kept iff above τ_i = mean_i + n·std_i (population
-  statistics of row i over the other n_d − 1 documents; diagonal excluded; not symmetrised).
+  statistics of row i over the other n_d − 1 documents; diagonal excluded; not symmetrised),
+  and among the ``max_doc_links`` largest of row i (ties by the smaller j). The threshold alone
+  keeps a fixed share of each row (about 1 % on passage corpora: 10 links a document at 1,000
+  passages), so links would grow with the square of the corpus (a walk step's cost and the
+  graph's memory with them); the bound makes them grow with the corpus, and leaves a corpus
+  whose rows keep fewer as it was.
   query–doc w_j = exp(cos(q, p_j)), same rule over the query's n_d entries, used both ways.
   doc–entity and query–entity: 0/1 indicators, used both ways.
 * "Sub-blocks rescaled to equal mean weight": each block is divided by the mean of its non-zero
@@ -48,8 +54,10 @@ section of the same kind to change the walk's own parameters (not n_std, which s
 Incremental documents (``add_documents``): computed are the new rows (new docs × all docs) and
 the new columns of old rows (old × new), which update each old row's running Σexp and Σexp²; so
 every τ_i is the exact full-corpus value and results equal a build from scratch. Each row keeps
-candidates above a floor mean + (3 − slack)·std (slack 0.5); an old row is recomputed in full
-only when its new τ_i falls below that floor (``last_add['rows_recomputed']``). Not recomputed:
+candidates above a floor mean + (3 − slack)·std (slack 0.5), at most its ``max_doc_links``
+largest (the bounded row's links are the largest above τ_i, so they are among them, and a new
+document only pushes a dropped candidate further down); an old row is recomputed in full only
+when its new τ_i falls below that floor (``last_add['rows_recomputed']``). Not recomputed:
 existing similarities and existing documents' entity rows. The doc–doc scale and the sparse S
 are reassembled from stored values in O(nnz).
 """
@@ -205,6 +213,34 @@ def _stats(xp: ModuleType, s1: Any, s2: Any, count: int) -> tuple[Any, Any]:
     return mean, xp.sqrt(xp.maximum(s2 / max(count, 1) - mean * mean, 0))
 
 
+def _top_per_row(xp: ModuleType, rows: Any, cols: Any, vals: Any, m: int) -> Any:
+    """Positions, ascending, of the (rows, cols, vals) entries that are among the ``m`` largest
+    values of their row (ties by the smaller column); every position where ``m`` is 0 or no row
+    has more than ``m`` (the entries then keep their order, so a graph no row of which reaches
+    the bound is built exactly as without one)."""
+    if m <= 0 or rows.size == 0:
+        return xp.arange(rows.size)
+    base = rows.min()
+    heavy = (xp.bincount(rows - base) > m)[rows - base]  # entries of rows over the bound
+    if not heavy.any():
+        return xp.arange(rows.size)
+    at = xp.nonzero(heavy)[0]
+    order = at[xp.lexsort(xp.stack([cols[at], -vals[at], rows[at]]))]  # row, value down, col
+    ordered = rows[order]
+    rank = xp.arange(ordered.size) - xp.searchsorted(ordered, ordered, side="left")
+    keep = ~heavy
+    keep[order[rank < m]] = True
+    return xp.nonzero(keep)[0]
+
+
+def _capped(xp: ModuleType, cand: tuple[Any, Any, Any], m: int) -> tuple[Any, Any, Any]:
+    """Candidates (rows, cols, vals) cut to each row's ``m`` largest (all where ``m`` is 0)."""
+    if m <= 0:
+        return cand
+    keep = _top_per_row(xp, *cand, m)
+    return cand[0][keep], cand[1][keep], cand[2][keep]
+
+
 class _SpMM:
     """out[c] = A @ z[c] for a walk state stored as column chunks z (chunks, N, width), where
     A = S·diag((1 − α)/s): S with each column scaled by the walk's factor over its column sum,
@@ -324,6 +360,7 @@ class WalkEngine:
         self.X = xn if self.X is None else xp.concatenate([self.X, xn])
         self.n_d = n = n_old + n_new
         parts = [(self._cr, self._cc, self._cv)]
+        m = self.config.max_doc_links
         blocks = _row_blocks(n_old, n_new)
         for lo in blocks:  # old rows × new columns: update Σ, Σ² and candidates
             hi = min(lo + blocks.step, n_old)
@@ -331,7 +368,7 @@ class WalkEngine:
             self._s1[lo:hi] += c.sum(axis=1)
             self._s2[lo:hi] += xp.einsum("ij,ij->i", c, c)
             r, k = xp.nonzero(c > self._floor[lo:hi, None])
-            parts.append((r + lo, k + n_old, c[r, k]))
+            parts.append(_capped(xp, (r + lo, k + n_old, c[r, k]), m))
         s1, s2, floor, new = self._full_rows(xp.arange(n_old, n))
         parts.append(new)
         self._s1, self._s2 = xp.concatenate([self._s1, s1]), xp.concatenate([self._s2, s2])
@@ -351,7 +388,7 @@ class WalkEngine:
         # Raise floors where the new statistics allow, and prune candidates under them.
         self._floor = xp.maximum(self._floor, mean + (n_std - self.slack) * std)
         keep = cv > self._floor[cr]
-        self._cr, self._cc, self._cv = cr[keep], cc[keep], cv[keep]
+        self._cr, self._cc, self._cv = _capped(xp, (cr[keep], cc[keep], cv[keep]), m)
         self._assemble(mean + n_std * std)
         self.last_add = dict(n_new=n_new, rows_recomputed=int(redo.size), dd_nnz=self.dd_nnz)
         return self
@@ -372,7 +409,8 @@ class WalkEngine:
             mean, std = _stats(xp, s1, s2, n - 1)
             floor = mean + (self.config.n_std - self.slack) * std
             r, k = xp.nonzero(c > floor[:, None])
-            out.append((s1, s2, floor, rows[r], k, c[r, k]))
+            cand = _capped(xp, (rows[r], k, c[r, k]), self.config.max_doc_links)
+            out.append((s1, s2, floor, *cand))
         s1, s2, floor, *cand = (xp.concatenate(p) for p in zip(*out, strict=True))
         return s1, s2, floor, tuple(cand)
 

@@ -33,6 +33,10 @@ def reference_doc_zoom_single(
     np.fill_diagonal(e, np.nan)
     thr = np.nanmean(e, axis=1) + n_std * np.nanstd(e, axis=1)
     d = np.where(e > thr[:, None], e, 0.0)  # NaN diagonal compares False
+    if config.max_doc_links:  # each row keeps its max_doc_links largest, ties by smaller column
+        for i in range(nd):
+            ranked = sorted(np.flatnonzero(d[i]), key=lambda j, i=i: (-d[i, j], j))
+            d[i, ranked[config.max_doc_links :]] = 0.0
     d = d / (d[d > 0].mean() if (d > 0).any() else 1)
     w = np.exp(x @ q)
     w = np.where(w > w.mean() + n_std * w.std(), w, 0.0)

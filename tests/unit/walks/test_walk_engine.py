@@ -143,12 +143,13 @@ def test_chunk_zoom_closed_form_equals_power_iteration(engine, corpus):
         assert (np.diff(scores) <= 0).all()
 
 
-@pytest.mark.parametrize("slack", [0.5, 0.0])
-def test_incremental_add_equals_full_build(corpus, slack):
+@pytest.mark.parametrize(("slack", "cap"), [(0.5, 64), (0.0, 64), (0.5, 3), (0.0, 3)])
+def test_incremental_add_equals_full_build(corpus, slack, cap):
     q, qe = corpus["queries"], corpus["query_entity"]
     docs, de = corpus["docs"], corpus["doc_entity"].tocsr()
+    config = WalkConfig(max_doc_links=cap)
     # The first 150 docs only know entities < 400; later batches bring 50 new entities each.
-    inc = make_engine(device="cpu", threshold_slack=slack)
+    inc = make_engine(config, device="cpu", threshold_slack=slack)
     inc.add_documents(docs[:150], de[:150, :400], n_new_entities=400)
     recomputed = 0
     for lo, hi, n_e in ((150, 230, 450), (230, 300, 500)):
@@ -158,7 +159,7 @@ def test_incremental_add_equals_full_build(corpus, slack):
     de_ref = de.tolil()
     de_ref[:150, 400:] = 0
     de_ref[150:230, 450:] = 0
-    full = make_engine(device="cpu", threshold_slack=slack).fit(docs, de_ref.tocsr())
+    full = make_engine(config, device="cpu", threshold_slack=slack).fit(docs, de_ref.tocsr())
     a = full.doc_zoom(q, qe)
     b = inc.doc_zoom(q, qe)
     assert inc.n_d == N_DOC and inc.n_e == N_ENT and inc.dd_nnz == full.dd_nnz
@@ -166,6 +167,37 @@ def test_incremental_add_equals_full_build(corpus, slack):
     assert np.abs(a[1] - b[1]).max() < 1e-9 and np.abs(a[2] - b[2]).max() < 1e-9
     if slack == 0.0:
         assert recomputed > 0  # thresholds fell below stored floors: those rows were redone
+
+
+def _doc_links(engine) -> list[dict[int, float]]:
+    """Each document row's document links (column -> weight) in the engine's graph."""
+    dd = engine.S[: engine.n_d, : engine.n_d].tocsr()
+    return [
+        dict(zip(dd.indices[a:b].tolist(), dd.data[a:b].tolist(), strict=True))
+        for a, b in zip(dd.indptr[:-1], dd.indptr[1:], strict=True)
+    ]
+
+
+def test_a_bounded_row_keeps_its_largest_links_and_the_walk_equals_the_reference(corpus):
+    docs, de = corpus["docs"], corpus["doc_entity"]
+    config = WalkConfig(max_doc_links=3)
+    free = _doc_links(make_engine(WalkConfig(max_doc_links=0), device="cpu").fit(docs, de))
+    bounded = make_engine(config, device="cpu", dtype=np.float64).fit(docs, de)
+    kept = _doc_links(bounded)
+    assert max(len(row) for row in free) > 3  # the bound is reached on this corpus
+    assert sum(len(row) for row in kept) == bounded.dd_nnz
+    for free_row, kept_row in zip(free, kept, strict=True):
+        largest = sorted(free_row, key=lambda j, row=free_row: (-row[j], j))[:3]
+        assert sorted(kept_row) == sorted(largest)  # the same columns, rescaled weights
+    unbounded = make_engine(WalkConfig(max_doc_links=64), device="cpu").fit(docs, de)
+    assert _doc_links(unbounded) == free  # a bound no row reaches changes nothing
+    r, _ = bounded.walk(corpus["queries"], corpus["query_entity"])
+    for b in range(N_Q):
+        _, ref_docs, ref_ent = reference_doc_zoom_single(
+            docs, de, corpus["queries"][b], corpus["query_entity"][b], config
+        )
+        assert np.abs(r[:N_DOC, b] - ref_docs).max() < 1e-6
+        assert np.abs(r[N_DOC:, b] - ref_ent).max() < 1e-6
 
 
 def _gpu_available() -> bool:
