@@ -1,8 +1,11 @@
 """A passage corpus of a chosen size, for serving at corpus scale (``benchmarks.serve_load``):
 the shared real passages first, then grown ones, deterministic for a seed.
 
-    python -m benchmarks.grow_passages --size 10000 --out passages_10k.jsonl [--seed 0]
+    python -m benchmarks.grow_passages --size 10000 --out passages_10k.jsonl [--seed 0] \
+        [--questions-out DIR]
     bookindex index passages_10k.jsonl --out idx_10k
+    bookindex eval --corpus passages_10k.jsonl --index idx_10k \
+        --questions DIR/questions_musique.jsonl --method zoom,dense,bm25 --out OUT
 
 The real passages are the MuSiQue and HotpotQA corpora of the shared data
 (``multihop/{musique,hotpotqa}/corpus.jsonl``: 1,890 + 994 = 2,884 Wikipedia passages), ids
@@ -84,6 +87,20 @@ def grow(real: list[dict], size: int, seed: int = 0) -> list[dict]:
     return out
 
 
+def corpus_questions(shared_data: Path, name: str) -> list[dict]:
+    """A set's questions with their gold passage ids as a grown corpus names them (the set's
+    prefix: ``musique:p6``), so ``bookindex eval --corpus GROWN --questions Q`` scores them
+    against the grown corpus (the gold passages are among its real ones at any size above
+    2,884)."""
+    path = Path(shared_data) / "multihop" / name / "questions.jsonl"
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            rows.append({**row, "gold_ids": [f"{name}:{g}" for g in row["gold_ids"]]})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, required=True)
@@ -92,6 +109,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--shared-data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data")
     )
+    parser.add_argument(
+        "--questions-out",
+        default=None,
+        help="also write each set's questions, gold ids as the grown corpus names them, to "
+        "DIR/questions_{musique,hotpotqa}.jsonl",
+    )
     args = parser.parse_args(argv)
     passages = grow(real_passages(Path(args.shared_data)), args.size, args.seed)
     with Path(args.out).open("w", encoding="utf-8") as f:
@@ -99,6 +122,12 @@ def main(argv: list[str] | None = None) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     grown = sum(p["id"].startswith("grown:") for p in passages)
     print(f"{len(passages)} passages ({len(passages) - grown} real, {grown} grown) -> {args.out}")
+    if args.questions_out:
+        for name in SETS:
+            out = Path(args.questions_out) / f"questions_{name}.jsonl"
+            rows = corpus_questions(Path(args.shared_data), name)
+            out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            print(f"{len(rows)} {name} questions -> {out}")
 
 
 if __name__ == "__main__":

@@ -68,3 +68,16 @@ def test_command_writes_jsonl_the_index_job_reads(real, shared_data, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 3000
     assert all(set(r) == {"id", "title", "text"} for r in rows)
+
+
+def test_questions_name_their_gold_passages_as_the_grown_corpus_does(real, shared_data, tmp_path):
+    out = tmp_path / "p.jsonl"
+    args = ["--size", "3000", "--out", str(out), "--shared-data", str(shared_data)]
+    main([*args, "--questions-out", str(tmp_path)])
+    ids = {json.loads(line)["id"] for line in out.read_text().splitlines()}
+    for name in ("musique", "hotpotqa"):
+        lines = (tmp_path / f"questions_{name}.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines]
+        assert len(rows) == 100
+        gold = {g for r in rows for g in r["gold_ids"]}
+        assert gold <= ids and all(g.startswith(f"{name}:") for g in gold)
