@@ -9,10 +9,12 @@ Run from the repo root::
 Graph: ``benchmarks.gpu_check.make_inputs``; by default 8,000 documents + 44,000 entities =
 52k nodes, about 5.5 entities per document as in the indexed MuSiQue and HotpotQA corpora
 (5.5 and 6.7). Its edges are what the Doc-Zoom rule gives, not a chosen count: doc–doc pairs
-above mean + 3σ of each row (~26 per document on these topic-clustered vectors) plus the
+above mean + 3σ of each row, at most ``walk.max_doc_links`` (64) a row (~26 per document on
+these topic-clustered vectors) plus the
 doc–entity indicator both ways: ~304k, the issue's floor of 300k. ``--docs 30000 --entities
-20000`` gives the denser graph earlier runs used (50k nodes, 3.2M edges, ~96 doc–doc links per
-document); the doc–doc share grows with the corpus (the rule keeps a fixed tail of each row:
+20000`` gives the denser graph earlier runs used before the bound (50k nodes, 3.2M edges, ~96
+doc–doc links per document; now at most 64); the doc–doc share grows with the corpus up to the
+bound (the rule keeps a fixed tail of each row:
 0.3 % of the documents here, 1.1 % and 1.0 % on the MuSiQue and HotpotQA embeddings;
 ``--index`` prints these shapes for an index). The
 baselines run on exactly the walk's graph. Every rate is 1 / the median of per-call times (the
