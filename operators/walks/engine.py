@@ -213,32 +213,25 @@ def _stats(xp: ModuleType, s1: Any, s2: Any, count: int) -> tuple[Any, Any]:
     return mean, xp.sqrt(xp.maximum(s2 / max(count, 1) - mean * mean, 0))
 
 
-def _top_per_row(xp: ModuleType, rows: Any, cols: Any, vals: Any, m: int) -> Any:
-    """Positions, ascending, of the (rows, cols, vals) entries that are among the ``m`` largest
-    values of their row (ties by the smaller column); every position where ``m`` is 0 or no row
-    has more than ``m`` (the entries then keep their order, so a graph no row of which reaches
-    the bound is built exactly as without one)."""
+def _capped(xp: ModuleType, cand: tuple[Any, Any, Any], m: int) -> tuple[Any, Any, Any]:
+    """Candidates (rows, cols, vals) cut to the ``m`` largest values of each row (ties by the
+    smaller column), the kept ones in their input order; ``cand`` itself where ``m`` is 0 or no
+    row has more than ``m`` (so a graph no row of which reaches the bound is built exactly as
+    without one)."""
+    rows, cols, vals = cand
     if m <= 0 or rows.size == 0:
-        return xp.arange(rows.size)
+        return cand
     base = rows.min()
     heavy = (xp.bincount(rows - base) > m)[rows - base]  # entries of rows over the bound
     if not heavy.any():
-        return xp.arange(rows.size)
+        return cand
     at = xp.nonzero(heavy)[0]
     order = at[xp.lexsort(xp.stack([cols[at], -vals[at], rows[at]]))]  # row, value down, col
     ordered = rows[order]
     rank = xp.arange(ordered.size) - xp.searchsorted(ordered, ordered, side="left")
     keep = ~heavy
     keep[order[rank < m]] = True
-    return xp.nonzero(keep)[0]
-
-
-def _capped(xp: ModuleType, cand: tuple[Any, Any, Any], m: int) -> tuple[Any, Any, Any]:
-    """Candidates (rows, cols, vals) cut to each row's ``m`` largest (all where ``m`` is 0)."""
-    if m <= 0:
-        return cand
-    keep = _top_per_row(xp, *cand, m)
-    return cand[0][keep], cand[1][keep], cand[2][keep]
+    return rows[keep], cols[keep], vals[keep]
 
 
 class _SpMM:
