@@ -288,6 +288,12 @@ class WalkConfig(Section):
         "mean + n·σ), so that the graph grows with the corpus, not its square (0: no bound, "
         "ZoomRAG's rule alone, whose share of a row is fixed)",
     )
+    keep_graph: bool = Field(
+        True,
+        description="keep the Doc-Zoom graph's document rows in the index directory "
+        "(walk_graph-*.npz) so that a replica's start or reload reads them, and on a grown "
+        "corpus computes only the new documents' rows, instead of comparing every pair",
+    )
     bridge_weight: float = Field(
         0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"
     )

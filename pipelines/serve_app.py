@@ -56,7 +56,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import ray
 from fastapi import FastAPI, Request, Security
@@ -79,6 +79,9 @@ from bookindex.pipelines.serve_guard import (
     install_error_handlers,
 )
 from bookindex.pipelines.viewer.routes import ViewerState, install_viewer, viewer_state
+
+if TYPE_CHECKING:
+    from bookindex.operators.query.engine import QueryEngine
 
 # The limits requests are checked against: the defaults here, the application's configuration
 # in every replica (``RetrievalEngine.__init__``).
@@ -263,6 +266,13 @@ def _json(content: dict) -> JSONResponse:
         return JSONResponse(jsonable_encoder(content))
 
 
+def _walk_graph(engine: "QueryEngine") -> dict:
+    """How the open engine got ZoomRAG's walk graph: read from the index directory, grown there
+    by the new documents, or built (``operators.walks.graph_store``), and in how many seconds."""
+    zoom = engine.zoom
+    return {"from": zoom.engine_source, "s": round(zoom.timings.get("engine_build_s", 0.0), 2)}
+
+
 def _problem(exc: BaseException) -> str:
     """An exception as a short line without the input it may hold: its type, and its message
     cut to 160 characters and made encodable."""
@@ -411,6 +421,7 @@ class RetrievalEngine:
             "index_version": self.version,
             "documents": len(self.engine.model.documents),
             "load_s": round(self.load_s, 2),
+            "walk_graph": _walk_graph(self.engine),
         }
         return out | ({"damaged": self.damaged[:10]} if self.damaged else {})
 
@@ -631,6 +642,7 @@ class RetrievalEngine:
             "device": engine.walk.device,
             "models": engine.config.models.backend,
             "load_s": round(self.load_s, 2),
+            "walk_graph": _walk_graph(engine),
             "batches": self.batches,
             "max_batch": self.max_batch,
             "failed_requests": self.failed_requests,

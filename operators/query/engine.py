@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,10 +66,15 @@ class QueryEngine:
         model: ReadModel,
         config: BookindexConfig | None = None,
         walk: WalkEngine | None = None,
+        graph_dir: str | Path | None = None,
     ) -> None:
+        """``graph_dir``: where ZoomRAG's walk graph is kept between processes (the index
+        directory, ``operators.walks.graph_store``); None, or ``walk.keep_graph`` off: built in
+        memory."""
         self.model = model
         self.config = config or BookindexConfig()
         self.walk = walk or make_engine(self.config.walk)
+        self.graph_dir = graph_dir if self.config.walk.keep_graph else None
         self._zoom: Zoom | None = None
         self._doc_zooms: dict[int, Zoom] = {}  # zoom_of's, least recently used first
         self._retrieval: Retrieval | None = None
@@ -79,7 +85,7 @@ class QueryEngine:
         """ZoomRAG over the model's document view (built on first use)."""
         if self._zoom is None:
             view = DocumentView.from_read_model(self.model)
-            self._zoom = Zoom(view, self.model.backend, self.walk)
+            self._zoom = Zoom(view, self.model.backend, self.walk, self.graph_dir)
         return self._zoom
 
     @property

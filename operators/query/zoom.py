@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +51,7 @@ import scipy.sparse as sp
 from bookindex.operators.models import ModelBackend
 from bookindex.operators.query.documents import REINDEX, Chunk, DocumentView, StaleIndexError
 from bookindex.operators.walks.engine import ChunkLinks, WalkEngine
+from bookindex.operators.walks.graph_store import fit_from_store
 from bookindex.operators.walks.topk import host as _host
 from bookindex.operators.walks.topk import top_k_rows
 
@@ -76,23 +78,42 @@ class DocHit:
 
 
 class Zoom:
-    def __init__(self, view: DocumentView, backend: ModelBackend | None, walk: WalkEngine) -> None:
+    def __init__(
+        self,
+        view: DocumentView,
+        backend: ModelBackend | None,
+        walk: WalkEngine,
+        graph_dir: str | Path | None = None,
+    ) -> None:
+        """``graph_dir``: where the graph's document rows are kept between processes
+        (``operators.walks.graph_store``; None: built in memory each time)."""
         self.view = view
         self.backend = backend
         self.walk = walk
+        self.graph_dir = graph_dir
         self.config = walk.config
         self._fitted = False
         self._chunk_cache: dict[int, tuple[list[Chunk], np.ndarray, list[list[int]]]] = {}
         self.timings: dict[str, float] = {}
+        self.engine_source: str | None = None  # "built", or graph_store's "read" / "grown"
 
     @property
     def engine(self) -> WalkEngine:
-        """The walk engine, holding the query-independent Doc-Zoom graph (built once)."""
+        """The walk engine, holding the query-independent Doc-Zoom graph (built once, or read
+        from ``graph_dir``: ``engine_source`` says which)."""
         if not self._fitted:
             started = time.perf_counter()
-            self.walk.fit(self.view.doc_vectors, self.view.doc_entity)
+            view = self.view
+            if self.graph_dir is None:
+                self.walk.fit(view.doc_vectors, view.doc_entity)
+                how = "built"
+            else:
+                how = fit_from_store(
+                    self.walk, view.doc_vectors, view.doc_entity, view.doc_ids, self.graph_dir
+                )
             self._fitted = True
             self.timings["engine_build_s"] = time.perf_counter() - started
+            self.engine_source = how
         return self.walk
 
     # ---- Doc-Zoom ---------------------------------------------------------------------------

@@ -89,6 +89,7 @@ STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / dense
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
 SPARSE_MARKS = 0.9  # a walk state with more of its rows marked is multiplied by the plain kernel
 SPARSE_ROWS = 0.25  # share of S's nonzeros in marked columns up to which only reached rows run
+DOC_LINK_ARRAYS = ("s1", "s2", "floor", "rows", "cols", "vals")  # WalkEngine.doc_links
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
 
@@ -421,6 +422,66 @@ class WalkEngine:
         self.S = self.backend.coo_csr(vals, rows, cols, (self.N, self.N))
         self.s = xp.asarray(self.S.sum(axis=0)).ravel()
         self.inv_s = _inv(xp, self.s)
+
+    def _tau(self) -> Any:
+        mean, std = _stats(self.backend.xp, self._s1, self._s2, self.n_d - 1)
+        return mean + self.config.n_std * std
+
+    # ---- the document rows kept between processes (operators.walks.graph_store) -------------
+    def doc_links(self) -> dict[str, np.ndarray]:
+        """What the document rows of the graph cost to compute, on the host: each row's Σexp,
+        Σexp² and candidate floor, and the candidates (rows, cols, raw exp(cos) values)."""
+        arrays = (self._s1, self._s2, self._floor, self._cr, self._cc, self._cv)
+        return {k: _host(a) for k, a in zip(DOC_LINK_ARRAYS, arrays, strict=True)}
+
+    def restore_doc_links(self, doc_vectors: Any, links: dict[str, Any]) -> WalkEngine:
+        """This empty engine holding the documents ``doc_vectors`` with the rows ``links``
+        (``doc_links`` of an engine built with this config and slack on the same vectors, in
+        the same order) and no entities: ``add_documents`` may append documents to it, then
+        ``set_doc_entity`` gives it its entities."""
+        if self.n_d:
+            raise ValueError("restore_doc_links needs an empty engine")
+        xp = self.backend.xp
+        x = unit_rows(xp, self.backend.asarray(doc_vectors, F64))
+        n = x.shape[0]
+        s1, s2, floor = (xp.asarray(links[k], F64) for k in DOC_LINK_ARRAYS[:3])
+        cr, cc = (xp.asarray(links[k], np.int64) for k in DOC_LINK_ARRAYS[3:5])
+        cv = xp.asarray(links["vals"], F64)
+        if not (s1.size == s2.size == floor.size == n and cr.size == cc.size == cv.size) or (
+            cr.size and int(max(cr.max(), cc.max())) >= n
+        ):
+            raise ValueError(f"document links do not fit {n} documents")
+        self.X, self.n_d, self.n_e = x, n, 0
+        self._s1, self._s2, self._floor = s1, s2, floor
+        self._cr, self._cc, self._cv = cr, cc, cv
+        self._assemble(self._tau())
+        return self
+
+    def reorder(self, at: Any) -> WalkEngine:
+        """The documents renumbered: document i becomes document ``at[i]`` (a permutation);
+        their vectors, statistics and links follow, and the graph is reassembled (the same
+        graph, its rows in the new order)."""
+        xp = self.backend.xp
+        at = xp.asarray(at, np.int64)
+        if at.size != self.n_d or not bool((xp.sort(at) == xp.arange(self.n_d)).all()):
+            raise ValueError(f"reorder needs a permutation of {self.n_d} documents")
+        inv = xp.empty_like(at)
+        inv[at] = xp.arange(at.size)
+        self.X = self.X[inv]
+        self._s1, self._s2, self._floor = (a[inv] for a in (self._s1, self._s2, self._floor))
+        self._cr, self._cc, self._mr = at[self._cr], at[self._cc], at[self._mr]
+        self._assemble(self._tau())
+        return self
+
+    def set_doc_entity(self, doc_entity: Any) -> WalkEngine:
+        """The document–entity links replaced by ``doc_entity`` (n_d × n_e, used as 0/1), the
+        graph reassembled."""
+        er, ec = _indicator(doc_entity, self.n_d)
+        xp = self.backend.xp
+        self.n_e = int(doc_entity.shape[1])
+        self._mr, self._mc = xp.asarray(er), xp.asarray(ec)
+        self._assemble(self._tau())
+        return self
 
     # ---- Doc-Zoom ---------------------------------------------------------------------------
     def similarities(self, query_vectors: Any) -> Any:

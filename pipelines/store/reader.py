@@ -65,10 +65,11 @@ def open_engine(
     backend: ModelBackend | None = None,
 ) -> QueryEngine:
     """The query engine over an index: its read model with the configured model backend (or
-    ``backend``) and a walk engine on the configured device."""
+    ``backend``) and a walk engine on the configured device, whose graph is kept in the
+    index directory (``operators.walks.graph_store``; a local directory only)."""
     config = config or BookindexConfig()
     model = open_read_model(index_dir, backend or load_backend(config.models))
-    return QueryEngine(model, config)
+    return QueryEngine(model, config, graph_dir=None if "://" in str(index_dir) else index_dir)
 
 
 def index_version(index_dir: str | Path) -> int:

@@ -359,10 +359,14 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
             stop.set()
             asker.join(timeout=120)
         assert len(codes) >= 3 and set(codes) == {200}, codes  # answered all along
-        assert client.get("/health").json()["documents"] == 12  # the open index, until reload
+        health = client.get("/health").json()
+        assert health["documents"] == 12  # the open index, until reload
+        assert health["walk_graph"]["from"] in ("built", "read")  # kept in the index directory
+        assert len(list(index.glob("walk_graph-*.npz"))) == 1
 
         reloaded = client.post("/admin/reload").json()
         assert reloaded["reloaded"] and reloaded["documents"] == 24
+        assert reloaded["walk_graph"]["from"] == "grown"  # only the 12 new documents' rows
         assert client.post("/admin/reload").json()["reloaded"] is False  # nothing new
         health = client.get("/health").json()
         assert health["documents"] == 24 and health["reloads"] == 1
