@@ -282,8 +282,15 @@ def report(sides: dict[str, dict]) -> None:
             f"{name} ({side.get('ingress', 'proxy')}): serve processes RSS before "
             f"{side['memory_before_mb']:.0f} MiB, after {side['memory_after_mb']:.0f} MiB; "
             f"largest /retrieve batch {side['health'].get('max_batch')}, largest /query batch "
-            f"{side['health'].get('max_query_batch', 'not batched')}"
+            f"{side['health'].get('max_query_batch', 'not batched')}; index opened in "
+            f"{side['health'].get('load_s')} s, walk graph {_graph(side['health'])}"
         )
+
+
+def _graph(health: dict) -> str:
+    """How the replica had its walk graph (/health's walk_graph; not in older checkouts)."""
+    graph = health.get("walk_graph")
+    return f"{graph['from']} in {graph['s']} s" if graph else "(not reported)"
 
 
 def compared(first: dict, second: dict) -> bool:
