@@ -136,6 +136,8 @@ def chunk_sentences(kind: str, text: str | None, title: str | None) -> list[str]
 
 def strip_accents(text: str) -> str:
     """``text`` without diacritics (NFKD, combining marks dropped): "Tekezé" -> "Tekeze"."""
+    if text.isascii():  # NFKD leaves ASCII as it is, and it has no combining marks
+        return text
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -173,9 +175,11 @@ class EntityLinker:
         # first word of a name -> most words of a name starting with it: ``link`` tries only
         # the spans that can be a name (the same names found, without joining every span)
         self._first: dict[str, int] = {}
+        self._prefixes: set[str] = set()  # every name's leading words ("new", "new york", ...)
         for form in self._by_name:
-            first, n = form.split()[0], len(form.split())
-            self._first[first] = max(self._first.get(first, 0), n)
+            words = form.split()
+            self._first[words[0]] = max(self._first.get(words[0], 0), len(words))
+            self._prefixes.update(" ".join(words[:n]) for n in range(1, len(words) + 1))
         self._forms_of: dict[int, list[str]] | None = None  # link_among's, built on first use
 
     def __len__(self) -> int:
@@ -220,9 +224,12 @@ class EntityLinker:
         raw = unicodedata.normalize("NFKC", text or "")
         words, capitalised = [], []
         for token in _WORD.findall(strip_accents(raw) if self.fold_accents else raw):
-            for word in normalise_name(token).split():
+            # an ASCII token ([A-Za-z0-9_&]+) normalises to itself in lower case
+            normalised = (token.lower(),) if token.isascii() else normalise_name(token).split()
+            cap = token[0].isupper() or token[0].isdigit()
+            for word in normalised:
                 words.append(word)
-                capitalised.append(token[0].isupper() or token[0].isdigit())
+                capitalised.append(cap)
         return words, capitalised
 
     def link(self, text: str, capitalised: bool = False) -> list[int]:
@@ -233,14 +240,27 @@ class EntityLinker:
         else:
             words, caps = self._normalise(text).split(), []
         found: dict[int, None] = {}
-        first = self._first
+        first, by_name, prefixes = self._first, self._by_name, self._prefixes
         for start in range(len(words)):
             longest = first.get(words[start])
             if longest is None:
                 continue
-            for stop in range(min(len(words), start + longest), start, -1):
-                positions = self._by_name.get(" ".join(words[start:stop]), ())
-                if positions and (not caps or any(caps[start:stop])):
+            # the names starting here, shortest first: a span is extended only while it is
+            # the start of some name (a name's every leading part is in ``prefixes``)
+            last = min(len(words), start + longest)
+            span, stop, names = words[start], start + 1, []
+            while True:
+                positions = by_name.get(span)
+                if positions:
+                    names.append((stop, positions))
+                if stop == last:
+                    break
+                span += " " + words[stop]
+                stop += 1
+                if span not in prefixes:
+                    break
+            for stop, positions in reversed(names):  # longest first, as the names are found
+                if not caps or any(caps[start:stop]):
                     for position in positions:
                         found.setdefault(position, None)
         return list(found)

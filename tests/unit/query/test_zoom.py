@@ -34,6 +34,15 @@ def test_capitalised_linking_skips_common_words_and_folds_accents():
     assert plain.link("Aschenbrodel") == []
 
 
+def test_nested_names_are_all_found_longest_first_and_only_whole():
+    names = [["New York"], ["New York City"], ["York"], ["City Hall"], ["United Kingdom"]]
+    linker = EntityLinker(names)
+    text = "New York City Hall, in York; the United Nations, not a kingdom"
+    assert linker.link(text) == [1, 0, 2, 3]  # by position, the longer name at a start first
+    assert linker.link("new york city", capitalised=True) == []
+    assert linker.link("new York city", capitalised=True) == [1, 0, 2]
+
+
 def test_title_links_own_title_and_named_titles():
     names, links, own = title_links(
         ["Hank Snow", "Hello Love (song)", "Hank Snow", ""],
