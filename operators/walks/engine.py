@@ -356,9 +356,11 @@ class WalkEngine:
         parts = [(self._cr, self._cc, self._cv)]
         m = self.config.max_doc_links
         blocks = _row_blocks(n_old, n_new)
+        buf = xp.empty((min(blocks.step, n_old), n_new), dtype=F64) if n_old else None
         for lo in blocks:  # old rows × new columns: update Σ, Σ² and candidates
             hi = min(lo + blocks.step, n_old)
-            c = xp.exp(self.X[lo:hi] @ xn.T)
+            c = xp.matmul(self.X[lo:hi], xn.T, out=buf[: hi - lo])  # one buffer, reused
+            xp.exp(c, out=c)
             self._s1[lo:hi] += c.sum(axis=1)
             self._s2[lo:hi] += xp.einsum("ij,ij->i", c, c)
             r, k = xp.nonzero(c > self._floor[lo:hi, None])
