@@ -22,6 +22,7 @@ class Retrieval:
         self.view = zoom.view
         self.backend = zoom.backend
         self._bm25: Bm25 | None = None
+        self._has_vectors: bool | None = None  # any non-zero document vector (read once)
 
     @property
     def bm25(self) -> Bm25:
@@ -36,7 +37,9 @@ class Retrieval:
             return []
         if method == "bm25":
             return [self.zoom.hits(ids, s) for ids, s in self.bm25.search(queries, k)]
-        if not np.any(self.view.doc_vectors):
+        if self._has_vectors is None:  # a scan of every vector: not once per request
+            self._has_vectors = bool(np.any(self.view.doc_vectors))
+        if not self._has_vectors:
             raise ValueError(
                 f"the index holds no vectors (built with --no-enrich), and {method} ranks by "
                 "them: re-index without --no-enrich, or use bm25"

@@ -302,3 +302,16 @@ def test_a_question_asked_of_one_pdf_gets_the_same_zoom_evidence_whatever_else_i
         both = beside.answer(question, "zoom", PAPER, 5)["evidence"]
         assert alone and [e["node_id"] for e in both] == [e["node_id"] for e in alone]
         assert [e["score"] for e in both] == pytest.approx([e["score"] for e in alone], rel=1e-9)
+
+
+def test_an_index_without_vectors_refuses_dense_and_zoom_on_every_call_and_serves_bm25():
+    from bookindex.operators.query.retrieval import Retrieval
+
+    n = 6
+    view = _corpus(np.zeros((n, 8), np.float32), sp.csr_matrix((n, 3)))
+    view.texts = ["alpha river", "bravo hill", "charlie lake", "delta plain", "echo", "fox"]
+    retrieval = Retrieval(_zoom(view))
+    for method in ("dense", "zoom", "dense"):  # the check is remembered, not skipped
+        with pytest.raises(ValueError, match="no vectors"):
+            retrieval.retrieve(["delta plain"], method, 2)
+    assert retrieval.retrieve(["delta plain"], "bm25", 1)[0][0].doc == 3
