@@ -86,14 +86,17 @@ def fit_from_store(
             at = _old_positions(old_keys, keys)
             if at is not None and stored["digest"] == vectors_digest(doc_vectors[at]):
                 how = "grown"
-    if how == "read":
-        engine.restore_doc_links(doc_vectors, stored)
-    elif how == "grown":
+    if how != "built":
+        try:  # checks the arrays' sizes before it changes the engine
+            engine.restore_doc_links(doc_vectors if at is None else doc_vectors[at], stored)
+        except ValueError as exc:
+            log.warning("walk graph store %s does not fit (%s): building the graph", path, exc)
+            how = "built"
+    if how == "grown":
         new = np.setdiff1d(np.arange(len(keys)), at)
-        engine.restore_doc_links(doc_vectors[at], stored)
         engine.add_documents(doc_vectors[new], sp.csr_matrix((new.size, 0)))
         engine.reorder(np.concatenate([at, new]))  # engine document i is the view's at[i]
-    else:
+    elif how == "built":
         engine.fit(doc_vectors, sp.csr_matrix((len(keys), 0)))
     engine.set_doc_entity(doc_entity)
     if how != "read":
@@ -119,6 +122,8 @@ def _load(path: Path) -> dict[str, Any] | None:
         with np.load(path, allow_pickle=False) as f:
             out: dict[str, Any] = {k: f[k] for k in (*DOC_LINK_ARRAYS, "keys")}
             out["digest"] = str(f["digest"])
+        if out["keys"].ndim != 2 or out["keys"].shape[1] != 2:
+            raise ValueError(f"document keys of shape {out['keys'].shape}")
         return out
     except Exception as exc:  # damaged or foreign: built again and overwritten
         log.warning("walk graph store %s unreadable (%s): building the graph", path, exc)

@@ -110,6 +110,16 @@ def test_damaged_file_or_unwritable_place_still_gives_the_graph(corpus, tmp_path
     _same_graph(engine, scratch, corpus)
     assert _fit(corpus, tmp_path)[1] == "read"  # overwritten with a good one
 
+    with np.load(path) as f:  # a file that loads but whose rows do not fit the documents
+        arrays = dict(f)
+    np.savez(path.with_suffix(".tmp.npz"), **dict(arrays, s1=arrays["s1"][:-1]))
+    path.with_suffix(".tmp.npz").replace(path)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        engine, how = _fit(corpus, tmp_path)
+    assert how == "built" and "does not fit" in caplog.text
+    _same_graph(engine, scratch, corpus)
+
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     caplog.clear()
