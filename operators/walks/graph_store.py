@@ -76,11 +76,12 @@ def fit_from_store(
     ``directory`` where they apply; "read", "grown" or "built"."""
     path = store_path(directory, engine)
     keys = document_keys(doc_ids)
+    digest = vectors_digest(doc_vectors)  # checked against a stored file, and stored
     stored = _load(path)
     how, at = "built", None
     if stored is not None:
         old_keys = stored["keys"]
-        if np.array_equal(old_keys, keys) and stored["digest"] == vectors_digest(doc_vectors):
+        if np.array_equal(old_keys, keys) and stored["digest"] == digest:
             how = "read"
         else:
             at = _old_positions(old_keys, keys)
@@ -100,7 +101,7 @@ def fit_from_store(
         engine.fit(doc_vectors, sp.csr_matrix((len(keys), 0)))
     engine.set_doc_entity(doc_entity)
     if how != "read":
-        _save(path, engine, keys, vectors_digest(doc_vectors))
+        _save(path, engine, keys, digest)
     return how
 
 
