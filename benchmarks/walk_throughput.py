@@ -66,6 +66,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from benchmarks.gpu_check import make_inputs
+from bookindex.operators.config import WalkConfig
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
 
@@ -214,7 +215,7 @@ def index_graph_shape(index_dir: str) -> str:
     """The Doc-Zoom graph the retrieval engine builds from an index, in one line: documents,
     entities per document, doc–doc links per document and as a share of the documents, all
     edges. What the default synthetic graph is shaped after."""
-    from bookindex.operators.config import BookindexConfig, WalkConfig
+    from bookindex.operators.config import BookindexConfig
     from bookindex.pipelines.store.reader import open_engine
 
     config = BookindexConfig(walk=WalkConfig(device="cpu"))
@@ -242,6 +243,13 @@ def main(argv: list[str] | None = None) -> None:
         help="threads for the product and BLAS (default 1: one core, like igraph's PRPACK and the "
         "SciPy walk; 0 = leave torch's and BLAS's defaults)",
     )
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="walk.tolerance of the batched engine (default 0: the exact walk, the work the "
+        "baselines do; benchmarks/walk_prune.py compares pruned walks with it)",
+    )
     ap.add_argument("--baseline-queries", type=int, default=8, help="timed per-query baselines")
     ap.add_argument("--timed-queries", type=int, default=64, help="queries per batch size ≤ 64")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved batch-256 / igraph rounds")
@@ -259,9 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     data = make_inputs(args.docs, args.entities, 256, args.dim)
     q, qe = data["queries"], data["query_entity"]
-    exact = make_engine(
-        device=args.device, dtype=np.float64
-    )  # float64: graph construction and the reference walk
+    # float64: graph construction and the reference walk; the exact walk unless --tolerance
+    # (the baselines do the exact walk's work)
+    exact = make_engine(WalkConfig(tolerance=args.tolerance), device=args.device, dtype=np.float64)
     t_build = _timed(lambda: exact.fit(data["docs"], data["doc_entity"]))
     engine = exact.astype(np.dtype(args.dtype).type)
     S = exact.S

@@ -288,6 +288,14 @@ class WalkConfig(Section):
         "mean + n·σ), so that the graph grows with the corpus, not its square (0: no bound, "
         "ZoomRAG's rule alone, whose share of a row is fixed)",
     )
+    tolerance: float = Field(
+        1e-7,
+        ge=0,
+        description="Doc-Zoom walks pruned as they go: after each step a node's mass under "
+        "tolerance × its out-links is dropped (Andersen-Chung-Lang's push rule), so a step "
+        "reads the part of the graph the question's mass reaches, not all of it; 1e-7 keeps "
+        "the exact walk's rankings (docs/results.md; 0: the exact walk)",
+    )
     keep_graph: bool = Field(
         True,
         description="keep the Doc-Zoom graph's document rows in the index directory "

@@ -47,6 +47,15 @@ parameters (not n_std or max_doc_links, which shape the graph).
   only those rows of the state (``CsrKernel.masked``; where the marked columns hold at most
   ``SPARSE_ROWS`` of the nonzeros, only the rows they reach are computed), bit for bit the full
   product; above ``SPARSE_MARKS`` of the rows marked, the plain kernel.
+* Pruned walks (``WalkConfig.tolerance`` > 0): after each product an entry of node j's state
+  under tolerance × (j's out-links) is set to zero, each query's entry on its own (the push
+  rule of Andersen, Chung and Lang: a node passes mass on only where each of its links would
+  carry at least the tolerance), so the marked support stays where the question's mass is and
+  a step reads that part of the graph, however large the corpus (an exact walk's support
+  covers most of the graph after two products). Every product is then a masked one (the plain
+  kernel's shortcut would skip the floor); the dropped mass is at most the tolerance a link;
+  CPU (the floor in the compiled kernel) and GPU or SciPy (the floor applied after the
+  library product) drop the same entries up to rounding at the floor.
 * The walk's dtype is ``WalkConfig.dtype`` (float32 by default: half the bytes a step reads;
   the same rankings as float64 on the multi-hop sets, docs/results.md); the graph is built in
   float64, Chunk-Zoom and ``ppr_batch`` run in float64.
@@ -88,7 +97,7 @@ BLOCK_ELEMS = 1 << 24  # dense temporaries hold at most this many elements (128 
 STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / denser S (gathers)
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
 SPARSE_MARKS = 0.9  # a walk state with more of its rows marked is multiplied by the plain kernel
-SPARSE_ROWS = 0.25  # share of S's nonzeros in marked columns up to which only reached rows run
+SPARSE_ROWS = 0.25  # share of S's nonzeros in marked columns up to which the product pushes
 DOC_LINK_ARRAYS = ("s1", "s2", "floor", "rows", "cols", "vals")  # WalkEngine.doc_links
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
@@ -248,6 +257,10 @@ class _SpMM:
         self.kernel, self.reason = None, "GPU: cuSPARSE"
         self.pool: StatePool | None = None  # GPU: CuPy pools device memory itself
         self.width = None  # GPU: one chunk holds the whole batch
+        # each node's out-links (A's nonzeros in its column): the pruned walk's floor is
+        # tolerance × these (``floor``)
+        self.out_links = self.xp.bincount(self.mat.indices, minlength=self.mat.shape[1])
+        self._floors: dict[float, Any] = {}
         if backend.name == "cpu":
             self.pool = StatePool()
             self.kernel, self.reason = kernel_or_reason(self.mat)
@@ -273,17 +286,45 @@ class _SpMM:
         shape, dt = (nc, self.mat.shape[0], w), self.backend.dtype
         return self.xp.empty(shape, dt) if self.pool is None else self.pool.empty(shape, dt)
 
-    def dense(self, z: Any, out: Any, marks: list[Any] | None = None) -> Any:
+    def floor(self, tolerance: float) -> Any:
+        """Per node, the mass under which the pruned walk drops its state after a product:
+        ``tolerance`` × its out-links (the push rule of Andersen, Chung and Lang: a node
+        passes mass on only where each of its links would carry at least ``tolerance``);
+        None for 0 (the exact walk)."""
+        if tolerance <= 0:
+            return None
+        floor = self._floors.get(tolerance)
+        if floor is None:
+            floor = (tolerance * self.out_links).astype(self.backend.dtype)
+            self._floors = {tolerance: floor}  # one tolerance at a time is what walks use
+        return floor
+
+    def dense(
+        self,
+        z: Any,
+        out: Any,
+        marks: list[Any] | None = None,
+        floor: Any = None,
+        stale: list[Any] | None = None,
+    ) -> Any:
         """out[c] = A @ z[c] for every chunk c, written into ``out``; returns it. ``marks``
         (``start_marks``), updated in place: per chunk, the rows of its state that may be
-        nonzero (uint8), or None where that is every row."""
+        nonzero (uint8), or None where that is every row. ``floor`` (``floor``): entries of
+        the product under their row's floor are set to zero, each on its own (a query's
+        column never depends on the rest of its batch). ``stale``: per chunk, the rows of
+        ``out`` that may be nonzero now (as ``marks``; None: any row), so that a product of a
+        few rows clears only those, not the whole buffer."""
         for c in range(z.shape[0]):
             if self.kernel is None:
                 out[c] = self.mat @ z[c]
+                if floor is not None:
+                    part = out[c]
+                    part[self.xp.abs(part) < floor[:, None]] = 0
             elif marks is None or marks[c] is None:
-                self.kernel(z[c], out[c])
+                self.kernel(z[c], out[c])  # (a floor comes with marks: start_marks)
             else:
-                marks[c] = self._sparse(z[c], out[c], marks[c])
+                old = None if stale is None else stale[c]
+                marks[c] = self._sparse(z[c], out[c], marks[c], floor, old)
         return out
 
     def start_marks(self, nc: int, chunk: Any, node: Any) -> list[Any] | None:
@@ -296,25 +337,38 @@ class _SpMM:
         marks[chunk, node] = 1
         return list(marks)
 
-    def _sparse(self, z: np.ndarray, out: np.ndarray, mark: np.ndarray) -> np.ndarray | None:
+    def _sparse(
+        self,
+        z: np.ndarray,
+        out: np.ndarray,
+        mark: np.ndarray,
+        floor: Any = None,
+        stale: np.ndarray | None = None,
+    ) -> np.ndarray | None:
         """out = A @ z for a state that is zero outside ``mark``, bit for bit the plain
         product, reading only the marked rows of z: the state a few steps from the query links
         covers a small part of the graph (on the 10,000-passage index a question's links reach
-        0.3 % of the nodes, 10 % after one product, 63 % after two). Only the rows reached
-        from marked columns are computed when their nonzeros are a small share of A's
-        (``SPARSE_ROWS``; the others are zero), every row otherwise; the plain kernel where
-        most rows are marked (``SPARSE_MARKS``). The support of ``out`` (None: every row)."""
+        0.3 % of the nodes, 10 % after one product, 63 % after two). Where the marked
+        columns hold a small share of A's nonzeros (``SPARSE_ROWS``) the product runs by those
+        columns (``CsrKernel.push``: the work is their nonzeros; the rest of ``out`` zero),
+        otherwise by every row (``CsrKernel.masked``); the plain kernel where most rows are
+        marked (``SPARSE_MARKS``). The support of ``out`` (None: every row).
+        With a ``floor`` every product is masked, and the support is the rows that kept an
+        entry (the pruned walk's state stays small). ``stale``: the rows of ``out`` that may
+        be nonzero before the product (None: any)."""
         n = mark.size
-        if np.count_nonzero(mark) > SPARSE_MARKS * n:
+        if floor is None and np.count_nonzero(mark) > SPARSE_MARKS * n:
             self.kernel(z, out)
             return None
         reached = np.zeros(n, np.uint8)
         if self.kernel.marked_nnz(mark) <= SPARSE_ROWS * self.kernel.nnz:
-            rows, _ = self.kernel.reached(mark)
-            out[...] = 0
-            self.kernel.masked(z, out, mark, reached, rows)
+            if stale is None:
+                out[...] = 0
+            else:
+                out[np.flatnonzero(stale)] = 0
+            self.kernel.push(z, out, mark, reached, floor)
         else:
-            self.kernel.masked(z, out, mark, reached)
+            self.kernel.masked(z, out, mark, reached, floor=floor)
         return reached
 
 
@@ -565,13 +619,17 @@ class WalkEngine:
         rq = xp.full(nq, alpha if T else 1.0, dtype=F64)
         out = op.empty(nc, w) if T > 1 else None
         marks = op.start_marks(nc, *at[:2]) if T > 1 else None  # the state's support by chunk
+        floor = op.floor(config.tolerance)
+        stale = None  # the support of ``out``'s contents (None: unknown, the first buffer)
         for _ in range(1, T):
             zh = r[at] * inv_h  # z / (1 − α) at the links
             new_q = xp.bincount(hb, hv * zh, minlength=nq)
             # A = S·diag((1 − α)/s) scales column j by 1/s_j; at a link the sum is s_j + h_j,
             # so the state there is set to zh·s_j: A carries (1 − α)·zh through column j.
             r[at] = zh * s_h
-            r, out = op.dense(r, out, marks), r
+            held = None if marks is None else list(marks)  # r's support: out's after the swap
+            r, out = op.dense(r, out, marks, floor, stale), r
+            stale = held
             r[at] += c * restart * rq[hb]
             for chunk, mark in enumerate(marks or ()):
                 if mark is not None:

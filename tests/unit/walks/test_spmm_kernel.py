@@ -153,3 +153,66 @@ def test_masked_product_is_the_plain_product_bit_for_bit(dtype):
             np.testing.assert_array_equal(out.view(np.uint8), plain.view(np.uint8))
     with pytest.raises(ValueError, match="uint8"):
         kernel.masked(x, out, mark.astype(bool), mark_out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_masked_product_with_a_floor_zeroes_each_small_entry_on_its_own(dtype):
+    """A floor per row: every entry of the plain product under its row's floor (in magnitude)
+    is written as zero, every other entry bit for bit as the plain product's; a row is marked
+    only where it kept an entry. Each column is floored on its own, so a column multiplied
+    alone gives the bits it gives beside others."""
+    a = _matrix(300, 300, dtype, seed=6)
+    kernel = CsrKernel(a)
+    rng = np.random.default_rng(7)
+    width = 2 * kernel.lanes
+    mark = (rng.random(300) < 0.3).astype(np.uint8)
+    x = (rng.random((300, width)) - 0.3).astype(dtype) * mark[:, None]
+    plain = kernel(x, aligned_empty((300, width), dtype))
+    floor = np.quantile(abs(plain), 0.6, axis=1).astype(dtype)  # drops about 60 % of each row
+    floor[:5] = 0  # a floor of zero keeps the row as it is
+    out, mark_out = aligned_empty((300, width), dtype), np.zeros(300, np.uint8)
+    kernel.masked(x, out, mark, mark_out, floor=floor)
+    kept = abs(plain) >= floor[:, None]
+    assert 0.3 < kept.mean() < 0.5
+    np.testing.assert_array_equal(out[kept].view(np.uint8), plain[kept].view(np.uint8))
+    assert not out[~kept].any()
+    reached = abs(a) @ mark.astype(np.float64) > 0
+    assert np.flatnonzero(mark_out).tolist() == np.flatnonzero(reached & kept.any(1)).tolist()
+    alone = aligned_empty((300, kernel.lanes), dtype)
+    narrow = np.ascontiguousarray(x[:, kernel.lanes :])
+    kernel.masked(narrow, alone, mark, np.zeros(300, np.uint8), floor=floor)
+    np.testing.assert_array_equal(alone.view(np.uint8), out[:, kernel.lanes :].view(np.uint8))
+    with pytest.raises(ValueError, match="floor"):
+        kernel.masked(x, out, mark, mark_out, floor=floor.astype(np.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_push_by_the_marked_columns_is_the_masked_product_bit_for_bit(dtype):
+    """``push`` runs the product by the marked columns only: on an output that starts at zero,
+    every row is bit for bit the masked product's (the same terms in the same order), with and
+    without a floor, and it marks the same rows; rows no marked column reaches stay as they
+    were."""
+    a = _matrix(300, 300, dtype, seed=8)
+    kernel = CsrKernel(a)
+    rng = np.random.default_rng(9)
+    for width in (kernel.lanes, 3 * kernel.lanes):
+        for share in (0.01, 0.1, 0.6):
+            mark = (rng.random(300) < share).astype(np.uint8)
+            x = rng.random((300, width)).astype(dtype) * mark[:, None]
+            masked = aligned_empty((300, width), dtype)
+            floor = np.full(300, 0.05, dtype)
+            for f in (None, floor):
+                masked_marks, pushed_marks = np.zeros(300, np.uint8), np.zeros(300, np.uint8)
+                kernel.masked(x, masked, mark, masked_marks, floor=f)
+                pushed = np.zeros((300, width), dtype)
+                rows = kernel.push(x, pushed, mark, pushed_marks, f)
+                np.testing.assert_array_equal(pushed.view(np.uint8), masked.view(np.uint8))
+                np.testing.assert_array_equal(pushed_marks, masked_marks)
+                reached = np.flatnonzero(abs(a) @ mark.astype(np.float64) > 0)
+                assert rows.tolist() == reached.tolist()
+    left = np.full((300, kernel.lanes), 7, dtype)
+    mark = np.zeros(300, np.uint8)
+    mark[3] = 1
+    kernel.push(np.ones((300, kernel.lanes), dtype), left, mark, np.zeros(300, np.uint8))
+    untouched = np.setdiff1d(np.arange(300), np.flatnonzero(a[:, 3].toarray()))
+    assert (left[untouched] == 7).all()

@@ -15,6 +15,7 @@ from bookindex.operators.walks.reference import coupled_doc_zoom, reference_doc_
 from bookindex.operators.walks.topk import top_k_columns, top_k_rows
 
 N_DOC, N_ENT, N_Q, DIM = 300, 500, 32, 32
+EXACT = WalkConfig(tolerance=0)  # the walk the dense reference computes (no pruning)
 
 
 def _indicator(rng: np.random.Generator, rows: int, cols: int, per_row: float) -> sp.csr_matrix:
@@ -39,7 +40,9 @@ def corpus() -> dict:
 
 @pytest.fixture(scope="module")
 def engine(corpus):
-    return make_engine(device="cpu", dtype=np.float64).fit(corpus["docs"], corpus["doc_entity"])
+    return make_engine(EXACT, device="cpu", dtype=np.float64).fit(
+        corpus["docs"], corpus["doc_entity"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +183,7 @@ def _doc_links(engine) -> list[dict[int, float]]:
 
 def test_a_bounded_row_keeps_its_largest_links_and_the_walk_equals_the_reference(corpus):
     docs, de = corpus["docs"], corpus["doc_entity"]
-    config = WalkConfig(max_doc_links=3)
+    config = WalkConfig(max_doc_links=3, tolerance=0)
     free = _doc_links(make_engine(WalkConfig(max_doc_links=0), device="cpu").fit(docs, de))
     bounded = make_engine(config, device="cpu", dtype=np.float64).fit(docs, de)
     kept = _doc_links(bounded)
@@ -225,11 +228,17 @@ def test_backend_selection():
 
 @pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA device")
 def test_gpu_backend_matches_cpu(engine, corpus):
-    gpu = make_engine(device="gpu").fit(corpus["docs"], corpus["doc_entity"])
-    a = engine.doc_zoom(corpus["queries"], corpus["query_entity"])
-    b = gpu.doc_zoom(corpus["queries"], corpus["query_entity"])
-    np.testing.assert_array_equal(a[0], b[0])
-    assert np.abs(a[1] - b[1]).max() < 1e-9 and np.abs(a[2] - b[2]).max() < 1e-9
+    """The exact walk, and the pruned walk at the default tolerance (the GPU applies the floor
+    after cuSPARSE's product, the CPU inside its kernel), agree between the backends."""
+    for config in (EXACT, WalkConfig()):
+        cpu = make_engine(config, device="cpu", dtype=np.float64)
+        gpu = make_engine(config, device="gpu", dtype=np.float64)
+        cpu.fit(corpus["docs"], corpus["doc_entity"])
+        gpu.fit(corpus["docs"], corpus["doc_entity"])
+        a = cpu.doc_zoom(corpus["queries"], corpus["query_entity"])
+        b = gpu.doc_zoom(corpus["queries"], corpus["query_entity"])
+        np.testing.assert_array_equal(a[0], b[0])
+        assert np.abs(a[1] - b[1]).max() < 1e-9 and np.abs(a[2] - b[2]).max() < 1e-9
 
 
 def test_ppr_batch_matches_igraph():
@@ -307,7 +316,8 @@ def test_several_state_chunks_equal_each_query_alone(corpus, dtype, n_queries):
     """Batches wider than one CPU state chunk (128 float64 / 256 float32 lanes here) are cut
     into chunks, the last one padded: each query still gets what it gets alone (up to rounding:
     the query links of a batch come from one matrix product, a single query's from another)."""
-    engine = make_engine(device="cpu", dtype=dtype).fit(corpus["docs"], corpus["doc_entity"])
+    engine = make_engine(EXACT, device="cpu", dtype=dtype)
+    engine.fit(corpus["docs"], corpus["doc_entity"])
     nc, w = engine._spmm().layout(n_queries)
     assert nc == 2 and w * nc > n_queries  # two chunks, padding lanes in the second
     rng = np.random.default_rng(7)
@@ -350,15 +360,22 @@ def test_top_k_columns_of_an_empty_batch():
 def test_gpu_branches_with_numpy_in_place_of_cupy(engine, corpus):
     """The GPU code path (one state chunk per batch, cuSPARSE-style product, no compiled
     kernel), run with NumPy/SciPy standing in for CuPy, gives the CPU path's results; the real
-    CuPy run is ``test_gpu_backend_matches_cpu`` / ``benchmarks/gpu_check.py``."""
+    CuPy run is ``test_gpu_backend_matches_cpu`` / ``benchmarks/gpu_check.py``. Exact walks,
+    and walks pruned at a tolerance that drops entries here (the floor after the product on the
+    GPU's path, inside the kernel on the CPU's)."""
     from bookindex.operators.walks.engine import Backend, WalkEngine
 
-    stand_in = WalkEngine(Backend("gpu", np, sp, np.float64)).fit(
-        corpus["docs"], corpus["doc_entity"]
-    )
-    assert stand_in._spmm().layout(N_Q) == (1, N_Q) and stand_in._spmm().kernel is None
     q, qe = corpus["queries"], corpus["query_entity"]
-    ids, scores, ent = engine.doc_zoom(q, qe)
-    ids2, scores2, ent2 = stand_in.doc_zoom(q, qe)
-    np.testing.assert_array_equal(ids, ids2)
-    assert np.abs(scores - scores2).max() < 1e-15 and np.abs(ent - ent2).max() < 1e-15
+    for config in (EXACT, WalkConfig(tolerance=1e-5)):
+        cpu = make_engine(config, device="cpu", dtype=np.float64)
+        cpu.fit(corpus["docs"], corpus["doc_entity"])
+        stand_in = WalkEngine(Backend("gpu", np, sp, np.float64), config)
+        stand_in.fit(corpus["docs"], corpus["doc_entity"])
+        assert stand_in._spmm().layout(N_Q) == (1, N_Q) and stand_in._spmm().kernel is None
+        ids, scores, ent = cpu.doc_zoom(q, qe)
+        ids2, scores2, ent2 = stand_in.doc_zoom(q, qe)
+        np.testing.assert_array_equal(ids, ids2)
+        assert np.abs(scores - scores2).max() < 1e-15 and np.abs(ent - ent2).max() < 1e-15
+        dropped = (np.asarray(cpu.walk(q, qe)[0]) == 0).sum()
+        if config.tolerance:
+            assert dropped > (np.asarray(engine.walk(q, qe)[0]) == 0).sum()
