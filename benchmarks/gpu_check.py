@@ -6,7 +6,8 @@ cupy lazily) — no Ray. Run from the repo root on a machine with CuPy::
     python benchmarks/gpu_check.py [--docs 50000] [--entities 20000] [--queries 256]
 
 Prints the build time per backend, the max abs difference of Doc-Zoom scores (all document and
-entity scores of every query) and the top-10 agreement rate (mean |ids_cpu ∩ ids_gpu| / 10),
+entity scores of every query; walks pruned at ``--tolerance``, the configuration's by default,
+may differ by one floor where an entry lies at it) and the top-10 agreement rate (mean |ids_cpu ∩ ids_gpu| / 10),
 then seconds per batch and queries/s for batch sizes 1, 16, 64, 256 side by side with the
 GPU/CPU ratio. Without a usable GPU the CPU side runs and the GPU side is reported as skipped.
 
@@ -33,6 +34,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bookindex.operators.config import WalkConfig  # noqa: E402
 from bookindex.operators.walks.engine import make_engine  # noqa: E402
 
 DEVICES = {  # the walk engine's device and the offline embedder's, per side
@@ -167,6 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timed-queries", type=int, default=32, help="min queries timed per size")
     ap.add_argument("--index", help="an index: also time ZoomRAG retrieval end to end on it")
     ap.add_argument("--questions", help="with --index: questions (JSONL, 'question' field)")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=WalkConfig().tolerance,
+        help="walk.tolerance of both engines (default: the configuration's; 0: exact walks)",
+    )
     args = ap.parse_args(argv)
     if args.index:
         import json
@@ -182,14 +190,17 @@ def main(argv: list[str] | None = None) -> None:
     data = make_inputs(args.docs, args.entities, args.queries, args.dim)
     q, qe = data["queries"], data["query_entity"]
     print(
-        f"inputs: {args.docs} docs, {args.entities} entities, {args.queries} queries, dim {args.dim}"
+        f"inputs: {args.docs} docs, {args.entities} entities, {args.queries} queries, dim "
+        f"{args.dim}; walk.tolerance {args.tolerance:g}"
     )
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
     engines = {}
     for device in ("cpu", "gpu"):
         try:
-            engine = make_engine(device=device, dtype=np.float64)
+            engine = make_engine(
+                WalkConfig(tolerance=args.tolerance), device=device, dtype=np.float64
+            )
         except RuntimeError as exc:
             print(f"GPU side skipped: {exc}")
             continue

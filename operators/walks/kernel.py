@@ -522,7 +522,7 @@ class CsrKernel:
         marked column reaches; with ``mark`` and ``floor`` as in ``masked``, the rows reached
         are bit for bit ``masked``'s (the floor applied in the same call), rows not reached are
         left as they are, and ``mark_out`` is what ``masked`` over every row sets. Returns the
-        rows reached (sorted)."""
+        rows reached, in the order first reached."""
         w, _ = self._check(x, out, False)
         n, _ = self.shape
         floor = self._marks_and_floor(mark, mark_out, floor)
@@ -543,7 +543,7 @@ class CsrKernel:
             listed.ctypes.data,
             floor.ctypes.data,
         )
-        return np.sort(listed[:count])
+        return listed[:count]
 
     def reached(self, mark: np.ndarray) -> tuple[np.ndarray, int]:
         """The rows of A with a nonzero in a marked column (sorted, the kernel's index type)
