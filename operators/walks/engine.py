@@ -98,6 +98,7 @@ STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / dense
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
 SPARSE_MARKS = 0.9  # a walk state with more of its rows marked is multiplied by the plain kernel
 SPARSE_ROWS = 0.25  # share of S's nonzeros in marked columns up to which the product pushes
+CHUNK_GROUP = 8  # Chunk-Zoom: queries solved together, of similar graph sizes (_size_groups)
 DOC_LINK_ARRAYS = ("s1", "s2", "floor", "rows", "cols", "vals")  # WalkEngine.doc_links
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
@@ -201,6 +202,29 @@ def _indicator(m: Any, n_rows: int, n_cols: int | None = None) -> tuple[Any, Any
     if m.shape[0] != n_rows or (n_cols is not None and m.shape[1] > n_cols):
         raise ValueError(f"indicator shape {m.shape}: expected {n_rows} rows, ≤ {n_cols} cols")
     return m.row.astype(np.int64), m.col.astype(np.int64)
+
+
+def _size_groups(sizes: list[int], chunk_entity: Sequence[Any]) -> list[list[int]]:
+    """Chunk-Zoom's queries in groups solved together: each group's graphs are padded to its
+    largest (chunks + local entities), and the solve costs the group's size × that squared,
+    so the queries go in order of their own size, at most ``CHUNK_GROUP`` a group and at most
+    ``BLOCK_ELEMS`` entries a group's stack (a question whose chunks name 100 entities is not
+    padded to one whose chunks name 400)."""
+    nodes = []
+    for n, links in zip(sizes, chunk_entity, strict=True):
+        entities = np.unique(_indicator(links, n)[1]).size if n else 0
+        nodes.append(n + entities)
+    order = sorted(range(len(sizes)), key=lambda q: (nodes[q], q))
+    groups: list[list[int]] = []
+    for q in order:  # ascending: the last query added is a group's largest
+        if groups:
+            last = groups[-1]
+            per = max(1, BLOCK_ELEMS // (nodes[q] + 64) ** 2)
+            if len(last) < min(per, CHUNK_GROUP):
+                last.append(q)
+                continue
+        groups.append([q])
+    return groups
 
 
 @dataclass(frozen=True)
@@ -773,29 +797,27 @@ class WalkEngine:
         nq = len(chunk_vectors)
         es = self.backend.asarray(entity_scores, F64).reshape(nq, -1)
         sizes = [int(np.asarray(d).size) for d in chunk_doc]
-        per = max(1, BLOCK_ELEMS // max(1, (max(sizes, default=0) + 64) ** 2))
         terms = max(1, math.ceil(math.log(1e-15) / math.log(1 - beta)))
-        res: list[tuple[np.ndarray, np.ndarray]] = []
-        for lo in range(0, nq, per):
-            hi = min(lo + per, nq)
-            bt, local, lc = self.chunk_graphs(
-                chunk_vectors[lo:hi], chunk_doc[lo:hi], chunk_entity[lo:hi], omega, sigma
-            )
+        res: list[tuple[np.ndarray, np.ndarray]] = [None] * nq  # type: ignore[list-item]
+        for group in _size_groups(sizes, chunk_entity):
+            pick = [chunk_vectors[q] for q in group], [chunk_doc[q] for q in group]
+            bt, local, lc = self.chunk_graphs(*pick, [chunk_entity[q] for q in group], omega, sigma)
             y0 = xp.zeros(bt.shape[:2], dtype=F64)
             for g, ents in enumerate(local):
-                y0[g, lc : lc + ents.size] = es[lo + g, xp.asarray(ents)]
+                y0[g, lc : lc + ents.size] = es[group[g], xp.asarray(ents)]
             if chunk_seeds is not None and seed_weight > 0:
-                y0 = _seeded(xp, y0, chunk_seeds[lo:hi], sizes[lo:hi], seed_weight, self.backend)
+                seeds = [chunk_seeds[q] for q in group]
+                y0 = _seeded(xp, y0, seeds, [sizes[q] for q in group], seed_weight, self.backend)
             y, term = beta * y0, beta * y0
             for _ in range(terms):
                 term = (1 - beta) * xp.matmul(bt, term[:, :, None])[:, :, 0]
                 y += term
             y = _host(y)
-            for g in range(hi - lo):
-                n_chunks = sizes[lo + g]
+            for g, q in enumerate(group):
+                n_chunks = sizes[q]
                 yc = y[g, :n_chunks]
                 order = np.lexsort((np.arange(n_chunks), -yc))[: math.ceil(keep * n_chunks)]
-                res.append((order, yc[order]))
+                res[q] = (order, yc[order])
         return res
 
     # ---- generic batched personalised PageRank ----------------------------------------------

@@ -146,6 +146,35 @@ def test_chunk_zoom_closed_form_equals_power_iteration(engine, corpus):
         assert (np.diff(scores) <= 0).all()
 
 
+def test_chunk_zoom_groups_by_size_and_answers_in_the_batch_order(engine, corpus):
+    """Questions of very different graph sizes (a few chunks naming few entities, many chunks
+    naming many) are solved in groups of similar size (``_size_groups``), each padded to its
+    own largest; every question's ranking and scores are what it gets alone, in the batch's
+    order."""
+    from bookindex.operators.walks.engine import CHUNK_GROUP, _size_groups
+
+    rng = np.random.default_rng(11)
+    vecs, docs, ents = [], [], []
+    for b in range(20):
+        sizes = rng.integers(2, 30 if b % 3 == 0 else 6, size=3)
+        docs.append(np.repeat(rng.choice(N_DOC, 3, replace=False), sizes))
+        vecs.append(rng.normal(size=(sizes.sum(), DIM)))
+        ents.append(_indicator(rng, int(sizes.sum()), N_ENT, 12.0 if b % 3 == 0 else 2.0))
+    groups = _size_groups([len(d) for d in docs], ents)
+    flat = [q for g in groups for q in g]
+    assert sorted(flat) == list(range(20)) and flat != list(range(20))
+    assert len(groups) >= 3 and max(map(len, groups)) <= CHUNK_GROUP
+    nodes = [len(docs[q]) + np.unique(ents[q].nonzero()[1]).size for q in flat]
+    assert nodes == sorted(nodes)  # smallest first: a group is padded to about its own size
+    _, _, ent_scores = engine.doc_zoom(corpus["queries"][:20], corpus["query_entity"][:20])
+    ent_scores = ent_scores + rng.random(ent_scores.shape) * 1e-3
+    together = engine.chunk_zoom(vecs, docs, ents, ent_scores)
+    for b in range(20):
+        alone = engine.chunk_zoom([vecs[b]], [docs[b]], [ents[b]], ent_scores[b : b + 1])[0]
+        np.testing.assert_array_equal(together[b][0], alone[0])
+        np.testing.assert_allclose(together[b][1], alone[1], rtol=1e-12)
+
+
 @pytest.mark.parametrize(("slack", "cap"), [(0.5, 64), (0.0, 64), (0.5, 3), (0.0, 3)])
 def test_incremental_add_equals_full_build(corpus, slack, cap):
     q, qe = corpus["queries"], corpus["query_entity"]
