@@ -45,8 +45,9 @@ parameters (not n_std or max_doc_links, which shape the graph).
 * Sparse steps (CPU kernel): the state after step t is nonzero only within t − 1 hops of the
   query links, so each chunk carries a mark of the rows that can be nonzero and a product reads
   only those rows of the state (``CsrKernel.masked``; where the marked columns hold at most
-  ``SPARSE_ROWS`` of the nonzeros, only the rows they reach are computed), bit for bit the full
-  product; above ``SPARSE_MARKS`` of the rows marked, the plain kernel.
+  ``SPARSE_ROWS`` of the nonzeros, the product runs by those columns instead, ``CsrKernel.push``,
+  its work their nonzeros; a spare buffer is cleared only where it held state), bit for bit the
+  full product; above ``SPARSE_MARKS`` of the rows marked, the plain kernel.
 * Pruned walks (``WalkConfig.tolerance`` > 0): after each product an entry of node j's state
   under tolerance × (j's out-links) is set to zero, each query's entry on its own (the push
   rule of Andersen, Chung and Lang: a node passes mass on only where each of its links would
@@ -785,8 +786,9 @@ class WalkEngine:
         own similarity to each chunk) and ``seed_weight`` w > 0 it is (1 − w) · the entity
         scores + w · the chunk seeds, each scaled to sum 1, so the walk starts from the
         chunks the question is about as well as from the entities it names. B̃ is dense (semantic links join all chunk
-        pairs): the queries of a batch are built as one padded stack (``chunk_graphs``) and
-        solved together, in groups of at most ``BLOCK_ELEMS`` entries, by the Neumann series
+        pairs): the queries of a batch, in groups of similar graph size (``_size_groups``),
+        are built as one padded stack a group (``chunk_graphs``) and solved together by the
+        Neumann series
         y = β Σ_t ((1−β)B̃)ᵗ y⁽⁰⁾ (B̃ column-stochastic: the error after t terms is at most
         (1−β)ᵗ of the total mass; iterated to 1e-15 of it, the LU solve's precision) — batched
         matrix–vector products instead of one LU factorisation per query."""
