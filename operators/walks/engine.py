@@ -285,7 +285,7 @@ class _SpMM:
         # each node's out-links (A's nonzeros in its column): the pruned walk's floor is
         # tolerance × these (``floor``)
         self.out_links = self.xp.bincount(self.mat.indices, minlength=self.mat.shape[1])
-        self._floors: dict[float, Any] = {}
+        self._floor: tuple[float, Any] | None = None  # (tolerance, its floor): ``floor``
         if backend.name == "cpu":
             self.pool = StatePool()
             self.kernel, self.reason = kernel_or_reason(self.mat)
@@ -318,11 +318,9 @@ class _SpMM:
         None for 0 (the exact walk)."""
         if tolerance <= 0:
             return None
-        floor = self._floors.get(tolerance)
-        if floor is None:
-            floor = (tolerance * self.out_links).astype(self.backend.dtype)
-            self._floors = {tolerance: floor}  # one tolerance at a time is what walks use
-        return floor
+        if self._floor is None or self._floor[0] != tolerance:  # walks use one at a time
+            self._floor = (tolerance, (tolerance * self.out_links).astype(self.backend.dtype))
+        return self._floor[1]
 
     def dense(
         self,
@@ -385,7 +383,7 @@ class _SpMM:
         if floor is None and np.count_nonzero(mark) > SPARSE_MARKS * n:
             self.kernel(z, out)
             return None
-        reached = np.zeros(n, np.uint8)
+        reached = np.empty(n, np.uint8)  # every row's mark is written by either product
         if self.kernel.marked_nnz(mark) <= SPARSE_ROWS * self.kernel.nnz:
             if stale is None:
                 out[...] = 0

@@ -485,27 +485,25 @@ class CsrKernel:
 
     def marked_nnz(self, mark: np.ndarray) -> int:
         """The number of nonzeros of A in the columns ``mark`` sets."""
-        return int(self._structure()[2][mark.view(bool)].sum())
+        return int(self._structure()[3][mark.view(bool)].sum())
 
     def _structure(self) -> tuple[np.ndarray, ...]:
-        """A by column: CSC indptr (int64), row indices (sorted in each column, the kernel's
-        index type), the nonzeros per column, CSC indptr in the kernel's index type and the
-        values; built at the first call."""
+        """A by column, built at the first call: CSC indptr and row indices (sorted in each
+        column, padded for the push's look-ahead; the kernel's index type), the values, and the
+        nonzeros per column."""
         if self._columns is None:
             csc = sp.csr_matrix(
                 (self.data, self.indices[: self.nnz], self.indptr), shape=self.shape
             ).tocsc()
             csc.sort_indices()
-            indptr = csc.indptr.astype(np.int64)
             index = self.indptr.dtype
             rows = np.zeros(csc.nnz + max(self.prefetch, 1), dtype=index)  # padded: look-ahead
             rows[: csc.nnz] = csc.indices
             self._columns = (
-                indptr,
-                rows,
-                np.diff(indptr),
                 np.ascontiguousarray(csc.indptr, dtype=index),
+                rows,
                 np.ascontiguousarray(csc.data, dtype=self.dtype),
+                np.diff(csc.indptr.astype(np.int64)),
             )
         return self._columns
 
@@ -526,9 +524,9 @@ class CsrKernel:
         w, _ = self._check(x, out, False)
         n, _ = self.shape
         floor = self._marks_and_floor(mark, mark_out, floor)
-        _, indices, _, indptr, data = self._structure()
+        indptr, indices, data, _ = self._structure()
         cols = np.flatnonzero(mark).astype(indptr.dtype)
-        listed = np.zeros(n + 1, indptr.dtype)  # one slot more: the branch-free append
+        listed = np.empty(n + 1, indptr.dtype)  # one slot more: the branch-free append
         mark_out[:] = 0  # the kernel lists a row where its mark is still 0
         fn = _function(self.dtype, indptr.dtype, w, self.prefetch, False, False, push=True)
         count = fn(
@@ -544,19 +542,6 @@ class CsrKernel:
             floor.ctypes.data,
         )
         return listed[:count]
-
-    def reached(self, mark: np.ndarray) -> tuple[np.ndarray, int]:
-        """The rows of A with a nonzero in a marked column (sorted, the kernel's index type)
-        and the number of nonzeros in the marked columns (the work of finding them)."""
-        indptr, indices, *_ = self._structure()
-        cols = np.flatnonzero(mark)
-        starts, stops = indptr[cols], indptr[cols + 1]
-        lengths = stops - starts
-        total = int(lengths.sum())
-        flat = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
-        hit = np.zeros(self.shape[0], bool)
-        hit[indices[flat]] = True
-        return np.flatnonzero(hit).astype(self.indptr.dtype), total
 
     def _check(self, x: np.ndarray, out: np.ndarray, streaming: bool | None) -> tuple[int, bool]:
         """The width of a product's x and out (checked), and whether its stores stream."""
