@@ -146,6 +146,14 @@ def test_chunk_zoom_closed_form_equals_power_iteration(engine, corpus):
         assert (np.diff(scores) <= 0).all()
 
 
+def test_a_negative_tolerance_is_refused_with_its_field_named():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="tolerance"):
+        WalkConfig(tolerance=-1e-7)
+    assert WalkConfig(tolerance=0).tolerance == 0  # the exact walk
+
+
 def test_chunk_zoom_groups_by_size_and_answers_in_the_batch_order(engine, corpus):
     """Questions of very different graph sizes (a few chunks naming few entities, many chunks
     naming many) are solved in groups of similar size (``_size_groups``), each padded to its
