@@ -95,6 +95,17 @@ def run_device(rows: list[dict], config: BookindexConfig, device: str, per_batch
     return {"rows": out, "seconds": seconds, "load_s": load_s, "runtime": worker._runtime}
 
 
+def stage_seconds(rows: list[dict]) -> str:
+    """The worker's own stage times over ``rows`` (embed: every vector; entities: spaCy's
+    entities and relations; resolve_document: resolution within each document), summed."""
+    totals = {"embed": 0.0, "entities": 0.0, "resolve_document": 0.0}
+    for row in rows:
+        timings = json.loads(row.get("stage_timings") or "{}")
+        for stage in totals:
+            totals[stage] += float(timings.get(stage, 0.0))
+    return ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in totals.items())
+
+
 def stacked(rows: list[dict], column: str, width: int) -> np.ndarray:
     """Every row's vectors of ``column`` (packed float32, ``width`` wide), one after another."""
     parts = [np.frombuffer(r[column] or b"", np.float32) for r in rows]
@@ -176,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['runtime'].get('embed_runtime')} on {result['runtime'].get('embed_device')})",
             flush=True,
         )
+        print(f"{name} stages: {stage_seconds(result['rows'])}", flush=True)
     if "cpu" not in results or "gpu" not in results:
         print("agreement: not measured (one device ran)")
         return 0

@@ -59,6 +59,12 @@ def test_the_gpu_enrich_check_runs_on_cpu_without_ray_or_lance(tmp_path, capsys)
         r"^cpu: (\d+) nodes in [\d.]+ s: ([\d.]+) nodes/s .*runtime onnx on cpu", out, re.M
     )
     assert found and int(found[1]) > 0 and float(found[2]) > 0, out
+    stages = re.search(
+        r"^cpu stages: embed ([\d.]+) s, entities ([\d.]+) s, resolve_document ([\d.]+) s$",
+        out,
+        re.M,
+    )
+    assert stages and float(stages[1]) > 0 and float(stages[2]) > 0, out
     assert re.search(r"^gpu: skipped \(no CUDA: ", out, re.M), out
     assert "agreement: not measured (one device ran)" in out
     imported, code = re.search(r"^IMPORTED (\[.*\]) (\S+)$", out, re.M).groups()
