@@ -99,7 +99,7 @@ STATE_ROW_BYTES = (1024, 512)  # CPU state chunk row: sparse S (streams) / dense
 DENSE_ROW_NNZ = 16  # nonzeros per row of S above which the narrower chunks are used
 SPARSE_MARKS = 0.9  # a walk state with more of its rows marked is multiplied by the plain kernel
 SPARSE_ROWS = 0.25  # share of S's nonzeros in marked columns up to which the product pushes
-CHUNK_GROUP = 8  # Chunk-Zoom: queries solved together, of similar graph sizes (_size_groups)
+CHUNK_GROUP = 8  # Chunk-Zoom on CPU: queries solved together, of similar graph sizes (_size_groups)
 DOC_LINK_ARRAYS = ("s1", "s2", "floor", "rows", "cols", "vals")  # WalkEngine.doc_links
 F64 = np.float64  # graph construction always runs in float64; the walk in the engine's dtype
 _cpu_notice_done = False
@@ -205,12 +205,16 @@ def _indicator(m: Any, n_rows: int, n_cols: int | None = None) -> tuple[Any, Any
     return m.row.astype(np.int64), m.col.astype(np.int64)
 
 
-def _size_groups(sizes: list[int], chunk_entity: Sequence[Any]) -> list[list[int]]:
+def _size_groups(
+    sizes: list[int], chunk_entity: Sequence[Any], cap: int = CHUNK_GROUP
+) -> list[list[int]]:
     """Chunk-Zoom's queries in groups solved together: each group's graphs are padded to its
     largest (chunks + local entities), and the solve costs the group's size × that squared,
-    so the queries go in order of their own size, at most ``CHUNK_GROUP`` a group and at most
+    so the queries go in order of their own size, at most ``cap`` a group and at most
     ``BLOCK_ELEMS`` entries a group's stack (a question whose chunks name 100 entities is not
-    padded to one whose chunks name 400)."""
+    padded to one whose chunks name 400). ``cap``: ``CHUNK_GROUP`` on the CPU, where the
+    padding is the cost; on a GPU, where each group's solve is a few hundred kernel launches
+    whatever its size, the batch (only ``BLOCK_ELEMS`` splits it)."""
     nodes = []
     for n, links in zip(sizes, chunk_entity, strict=True):
         entities = np.unique(_indicator(links, n)[1]).size if n else 0
@@ -221,7 +225,7 @@ def _size_groups(sizes: list[int], chunk_entity: Sequence[Any]) -> list[list[int
         if groups:
             last = groups[-1]
             per = max(1, BLOCK_ELEMS // (nodes[q] + 64) ** 2)
-            if len(last) < min(per, CHUNK_GROUP):
+            if len(last) < min(per, cap):
                 last.append(q)
                 continue
         groups.append([q])
@@ -799,7 +803,8 @@ class WalkEngine:
         sizes = [int(np.asarray(d).size) for d in chunk_doc]
         terms = max(1, math.ceil(math.log(1e-15) / math.log(1 - beta)))
         res: list[tuple[np.ndarray, np.ndarray]] = [None] * nq  # type: ignore[list-item]
-        for group in _size_groups(sizes, chunk_entity):
+        cap = nq if self.device == "gpu" else CHUNK_GROUP  # _size_groups: launches vs padding
+        for group in _size_groups(sizes, chunk_entity, cap):
             pick = [chunk_vectors[q] for q in group], [chunk_doc[q] for q in group]
             bt, local, lc = self.chunk_graphs(*pick, [chunk_entity[q] for q in group], omega, sigma)
             y0 = xp.zeros(bt.shape[:2], dtype=F64)
