@@ -87,7 +87,8 @@ def _deepread(index, doc, k: int, share: float = 0.8, repeat: float = 0.8) -> li
 def _hybrid_relevance(index, doc) -> tuple[np.ndarray, np.ndarray]:
     leaves = index.leaves(doc)
     vector = index.embed([QUESTION])[0]
-    return leaves, deepread.text_scores(index, QUESTION, leaves, vector, 0.8).astype(float)
+    weight = RelevanceConfig().dense_weight  # the relevance DeepRead ranks by
+    return leaves, deepread.text_scores(index, QUESTION, leaves, vector, weight).astype(float)
 
 
 def test_deepread_reads_beside_its_hits_inside_their_sections(engine, index, doc):
