@@ -268,9 +268,14 @@ def _json(content: dict) -> JSONResponse:
 
 def _walk_graph(engine: "QueryEngine") -> dict:
     """How the open engine got ZoomRAG's walk graph: read from the index directory, grown there
-    by the new documents, or built (``operators.walks.graph_store``), and in how many seconds."""
+    by the new documents, or built (``operators.walks.graph_store``), and in how many seconds;
+    and its passages' title links, read there or built (``operators.graph.title_link_store``)."""
     zoom = engine.zoom
-    return {"from": zoom.engine_source, "s": round(zoom.timings.get("engine_build_s", 0.0), 2)}
+    return {
+        "from": zoom.engine_source,
+        "s": round(zoom.timings.get("engine_build_s", 0.0), 2),
+        "title_links": zoom.view.title_links_source,
+    }
 
 
 def _problem(exc: BaseException) -> str:

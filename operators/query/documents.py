@@ -8,7 +8,8 @@ vectors; a passage: its one paragraph's).
 
 Entities are those of the index plus, for passage corpora, one title entity per distinct
 passage title (``operators.graph.entity_linking.title_links``), computed when the view is
-derived: it links the passages with that title and every passage whose text names the title,
+derived (or read from the index directory where an earlier process stored them for the same
+passages, ``operators.graph.title_link_store``): it links the passages with that title and every passage whose text names the title,
 the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
 (columns from ``n_index_entities`` on), with ids ``title:<normalised title>``. ``title_entity``
 gives each passage its own title's entity (-1: none), so that a question that names a title can
@@ -18,17 +19,14 @@ be led to the passages that carry it (``operators.query.zoom``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from bookindex.operators.graph.entity_linking import (
-    EntityLinker,
-    sentences,
-    strip_accents,
-    title_links,
-)
+from bookindex.operators.graph.entity_linking import EntityLinker, sentences, strip_accents
 from bookindex.operators.graph.resolution import normalise_name
+from bookindex.operators.graph.title_link_store import title_links_from_store
 from bookindex.operators.query.read_model import ReadModel
 
 TITLE_ENTITY = "title:"  # id prefix of the title entities of a passage corpus
@@ -69,20 +67,24 @@ class DocumentView:
     n_index_entities: int = -1  # entities from the index; title entities follow (-1: all)
     title_entity: np.ndarray | None = None  # per document: its own title entity, -1 none
     sentence_vectors: dict[str, np.ndarray] = field(default_factory=dict)  # leaf → (n, dim)
+    title_links_source: str = "built"  # the title links "read" from the index directory, or not
     _linker: EntityLinker | None = None
     _query_linker: EntityLinker | None = None
 
     @classmethod
-    def from_read_model(cls, model: ReadModel) -> DocumentView:
-        """The view of a read model: its documents, leaves and entities (module docstring)."""
+    def from_read_model(cls, model: ReadModel, store_dir: str | Path | None = None) -> DocumentView:
+        """The view of a read model: its documents, leaves and entities (module docstring).
+        ``store_dir``: where the title links are kept between processes (the index
+        directory; ``operators.graph.title_link_store``); None: linked here, not kept."""
         n_docs = len(model.documents)
         leaves = _leaf_chunks(model)
         titles = [d.title for d in model.documents]
         leaf_texts = [[c.text for c in leaves.get(d, [])] for d in range(n_docs)]
         passage = [d.passage for d in model.documents]
-        title_names, links, own_title = title_links(
+        title_names, links, own_title, source = title_links_from_store(
             [t if p else "" for t, p in zip(titles, passage, strict=True)],
             ["\n".join(t) if p else "" for t, p in zip(leaf_texts, passage, strict=True)],
+            store_dir,
         )
         n_index = len(model.entity_ids)
         entity_ids = model.entity_ids + [
@@ -118,6 +120,7 @@ class DocumentView:
             sentence_vectors={
                 model.node_ids[p]: rows for p, rows in model.sentence_vectors.items()
             },
+            title_links_source=source,
         )
 
     def single(self, doc: int) -> DocumentView:

@@ -84,7 +84,7 @@ class QueryEngine:
     def zoom(self) -> Zoom:
         """ZoomRAG over the model's document view (built on first use)."""
         if self._zoom is None:
-            view = DocumentView.from_read_model(self.model)
+            view = DocumentView.from_read_model(self.model, self.graph_dir)
             self._zoom = Zoom(view, self.model.backend, self.walk, self.graph_dir)
         return self._zoom
 

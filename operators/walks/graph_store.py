@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bookindex.operators.index_files import write_npz
 from bookindex.operators.walks.engine import DOC_LINK_ARRAYS, WalkEngine
 
 log = logging.getLogger(__name__)
@@ -134,14 +133,4 @@ def _load(path: Path) -> dict[str, Any] | None:
 def _save(path: Path, engine: WalkEngine, keys: np.ndarray, digest: str) -> None:
     links = engine.doc_links()
     links["rows"], links["cols"] = (links[k].astype(np.int32) for k in ("rows", "cols"))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".walk_graph-", suffix=".npz")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, keys=keys, digest=np.str_(digest), **links)
-        os.chmod(tmp, 0o644)  # as the index's own files: readable by other replicas' users
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("walk graph not stored in %s (%s): it is built again next start", path, exc)
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    write_npz(path, "walk graph", keys=keys, digest=np.str_(digest), **links)
