@@ -100,8 +100,9 @@ def run(engine, method: str, batch: int, requests: int, offset: int, top: int) -
 
 def walk_graph_line(zoom) -> str:
     """The Doc-Zoom graph the replica holds: its nodes and links, the document links a
-    document keeps (the walk's cost and memory grow with them), its build time and the
-    process's resident memory."""
+    document keeps (the walk's cost and memory grow with them), how and in how long it was had
+    (read from the index directory, grown there or built), how its title links were had, and
+    the process's resident memory."""
     walk = zoom.engine
     dd = host(walk.S)[: walk.n_d, : walk.n_d].tocsr()
     per_doc = np.diff(dd.indptr)  # row i: the documents whose similarity to i passed τ_i
@@ -109,8 +110,9 @@ def walk_graph_line(zoom) -> str:
     return (
         f"walk graph: {walk.n_d:,} documents, {walk.n_e:,} entities, {walk.S.nnz:,} links "
         f"({walk.dd_nnz:,} document-document; a document keeps {per_doc.mean():.1f} on average, "
-        f"at most {per_doc.max()}), built in {zoom.timings.get('engine_build_s', 0):.1f} s; "
-        f"resident memory {rss_mb:,.0f} MB"
+        f"at most {per_doc.max()}), {zoom.engine_source} in "
+        f"{zoom.timings.get('engine_build_s', 0):.1f} s, title links "
+        f"{zoom.view.title_links_source}; resident memory {rss_mb:,.0f} MB"
     )
 
 
