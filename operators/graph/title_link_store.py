@@ -58,9 +58,9 @@ def title_links_from_store(
     max_words: int = 10,
 ) -> tuple[list[list[str]], list[tuple[int, int]], list[int], str]:
     """``title_links(titles, bodies, max_words)`` and how it was had: "read" from
-    ``directory``'s file of these inputs, or "built" (and stored there; ``directory`` None:
-    not stored)."""
-    if directory is None:
+    ``directory``'s file of these inputs, or "built" (and stored there; ``directory`` None, or
+    no passage with a title, as in a PDF index: nothing to keep, not stored)."""
+    if directory is None or not any(titles):
         return (*title_links(list(titles), list(bodies), max_words), "built")
     path = store_path(directory, store_key(titles, bodies, max_words))
     stored = _load(path, len(titles))
@@ -103,7 +103,9 @@ def _save(path: Path, names: list[list[str]], links: list[tuple[int, int]], own:
         links=np.asarray(links, np.int32).reshape(-1, 2),
         own=np.asarray(own, np.int32),
     )
-    for old in path.parent.glob(f"{PREFIX}*.npz") if written else ():
+    if not written:
+        return
+    for old in path.parent.glob(f"{PREFIX}*.npz"):
         if old != path:  # an earlier corpus's: never read again
             with contextlib.suppress(OSError):  # another process removed it first
                 old.unlink()

@@ -9,8 +9,8 @@ vectors; a passage: its one paragraph's).
 Entities are those of the index plus, for passage corpora, one title entity per distinct
 passage title (``operators.graph.entity_linking.title_links``), computed when the view is
 derived (or read from the index directory where an earlier process stored them for the same
-passages, ``operators.graph.title_link_store``): it links the passages with that title and every passage whose text names the title,
-the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
+passages, ``operators.graph.title_link_store``): it links the passages with that title and
+every passage whose text names the title, the hyperlinks of the encyclopedia the passages come from. They follow the index's entities
 (columns from ``n_index_entities`` on), with ids ``title:<normalised title>``. ``title_entity``
 gives each passage its own title's entity (-1: none), so that a question that names a title can
 be led to the passages that carry it (``operators.query.zoom``).
@@ -149,6 +149,7 @@ class DocumentView:
             else -1,
             title_entity=np.array([column[title] if title >= 0 else -1], np.int64),
             sentence_vectors=self.sentence_vectors,
+            title_links_source=self.title_links_source,
         )
 
     @property

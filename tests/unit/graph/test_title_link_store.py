@@ -51,6 +51,7 @@ def test_a_changed_passage_is_linked_again_and_the_old_file_goes(corpus, tmp_pat
 
 
 def test_a_damaged_file_or_an_unwritable_directory_costs_only_a_linking(corpus, tmp_path):
+    """(And a corpus without passage titles, a PDF index, writes no file: nothing to keep.)"""
     titles, bodies = corpus
     expected = title_links(titles, bodies)
     path = store_path(tmp_path, store_key(titles, bodies, 10))
@@ -58,6 +59,8 @@ def test_a_damaged_file_or_an_unwritable_directory_costs_only_a_linking(corpus, 
     *links, how = title_links_from_store(titles, bodies, tmp_path)
     assert how == "built" and tuple(links) == expected
     assert title_links_from_store(titles, bodies, tmp_path)[3] == "read"  # rewritten
+    untitled = title_links_from_store(["", ""], ["a PDF's text", ""], tmp_path)
+    assert untitled == ([], [], [-1, -1], "built") and len(list(tmp_path.iterdir())) == 1
     blocked = tmp_path / "a file, not a directory"
     blocked.write_text("")
     *links, how = title_links_from_store(titles, bodies, blocked)
