@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bookindex.operators.config import BookindexConfig  # noqa: E402
+from bookindex.pipelines.rows import from_json  # noqa: E402
 
 DEVICES = {"cpu": "cpu", "cuda": "gpu"}  # embed_device: the name printed
 _GRAPH = ("entities", "relations")
@@ -100,7 +101,7 @@ def stage_seconds(rows: list[dict]) -> str:
     entities and relations; resolve_document: resolution within each document), summed."""
     totals = {"embed": 0.0, "entities": 0.0, "resolve_document": 0.0}
     for row in rows:
-        timings = json.loads(row.get("stage_timings") or "{}")
+        timings = from_json(row.get("stage_timings"), {})
         for stage in totals:
             totals[stage] += float(timings.get(stage, 0.0))
     return ", ".join(f"{stage} {seconds:.2f} s" for stage, seconds in totals.items())

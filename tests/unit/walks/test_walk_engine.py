@@ -83,13 +83,17 @@ def test_coupled_walk_leaks_mass_between_queries(engine, corpus, references):
     assert coupled > 1e-4 and coupled_docs > 1e-4  # well above 1e-6
 
 
-def _chunk_inputs(rng: np.random.Generator, n_queries: int) -> tuple[list, list, list]:
+def _chunk_inputs(
+    rng: np.random.Generator, n_queries: int, max_chunks: int = 9, links: float = 4.0
+) -> tuple[list, list, list]:
+    """Per query: chunks from 3 documents (2 to ``max_chunks`` − 1 each), their vectors and
+    chunk–entity links (about ``links`` a chunk)."""
     vecs, docs, ents = [], [], []
     for _ in range(n_queries):
-        sizes = rng.integers(2, 9, size=3)
+        sizes = rng.integers(2, max_chunks, size=3)
         docs.append(np.repeat(rng.choice(N_DOC, 3, replace=False), sizes))
         vecs.append(rng.normal(size=(sizes.sum(), DIM)))
-        ents.append(_indicator(rng, int(sizes.sum()), N_ENT, 4.0))
+        ents.append(_indicator(rng, int(sizes.sum()), N_ENT, links))
     return vecs, docs, ents
 
 
@@ -190,14 +194,8 @@ def test_chunk_zoom_on_a_gpu_solves_the_batch_as_one_stack(corpus):
     ``CHUNK_GROUP``. The GPU's path, with NumPy standing in for CuPy, ranks as the CPU's."""
     from bookindex.operators.walks.engine import CHUNK_GROUP, Backend, WalkEngine
 
-    rng = np.random.default_rng(5)
     n_q = 20
-    vecs, docs, ents = [], [], []
-    for _ in range(n_q):
-        sizes = rng.integers(2, 12, size=3)
-        docs.append(np.repeat(rng.choice(N_DOC, 3, replace=False), sizes))
-        vecs.append(rng.normal(size=(sizes.sum(), DIM)))
-        ents.append(_indicator(rng, int(sizes.sum()), N_ENT, 3.0))
+    vecs, docs, ents = _chunk_inputs(np.random.default_rng(5), n_q, max_chunks=12, links=3.0)
     cpu = make_engine(EXACT, device="cpu", dtype=np.float64)
     cpu.fit(corpus["docs"], corpus["doc_entity"])
     gpu = WalkEngine(Backend("gpu", np, sp, np.float64), EXACT)
