@@ -1,7 +1,7 @@
 """A passage corpus's title links (``entity_linking.title_links``) kept in a file beside the
 index, so that a serving replica's start, a reload and an evaluation read them instead of
-linking every passage's text against every title again (3.6 s of a 25-s replica start at
-40,000 passages on one CPU, growing with the corpus; docs/results.md).
+linking every passage's text against every title again (about 3.5 s of a 25-s replica start
+at 40,000 passages on one CPU, growing with the corpus; docs/results.md).
 
     names, links, own, how = title_links_from_store(titles, bodies, index_dir)  # "read", ...
 
