@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import multiprocessing.connection
 import resource
 import signal
 import time
@@ -107,14 +108,13 @@ def run_isolated(fn: Callable, *args: Any, timeout_s: float, memory_mb: int = 0)
     function or a builtin."""
     receive, child = _start(_child, (fn, args, memory_mb))
     try:
-        if not receive.poll(timeout_s):
+        answer = _next_answer(receive, child, timeout_s)
+        if answer is None:
             child.kill()
             raise Isolated(f"timed out after {timeout_s:g} s")
-        try:
-            answer = receive.recv()
-        except EOFError:  # the child died before it answered
+        if answer[0] == "died":
             child.join(timeout=10)
-            raise Isolated(death_reason(child.exitcode)) from None
+            raise Isolated(death_reason(child.exitcode))
     finally:
         _reap(receive, child)
     if answer[0] == "ok":
@@ -138,15 +138,12 @@ def run_isolated_each(
         receive, child = _start(_each_child, (fn, rest, memory_mb))
         try:
             for item in rest:
-                if not receive.poll(timeout_s):
+                answer = _next_answer(receive, child, timeout_s)
+                if answer is None:
                     child.kill()
                     out.append((Isolated(f"timed out after {timeout_s:g} s"), timeout_s))
                     break
-                try:
-                    answer = receive.recv()
-                except EOFError:  # the child died on this item: judged alone
-                    answer = ("died",)
-                if answer[0] != "ok":
+                if answer[0] != "ok":  # raised, or the child died on this item: judged alone
                     out.append(_alone(fn, item, timeout_s, memory_mb))
                     break
                 now = time.perf_counter()
@@ -155,6 +152,23 @@ def run_isolated_each(
         finally:
             _reap(receive, child)
     return out
+
+
+def _next_answer(receive: Any, child: Any, timeout_s: float) -> tuple | None:
+    """The child's next answer; ``("died",)`` when it exited without one; None when neither
+    came within ``timeout_s``. The child's exit is seen by its process sentinel, not by the
+    pipe's end of file alone: a process forked meanwhile elsewhere in this one (a thread of a
+    Ray worker, a library) may hold a copy of the pipe's writing end, and the end of file then
+    waits for that process too."""
+    ready = multiprocessing.connection.wait([receive, child.sentinel], timeout_s)
+    if not ready:
+        return None
+    if receive.poll(0):  # an answer (sent before any exit), or the end of file
+        try:
+            return receive.recv()
+        except EOFError:
+            return ("died",)
+    return ("died",)  # exited, the pipe still open somewhere else
 
 
 def _alone(fn: Callable, item: Any, timeout_s: float, memory_mb: int) -> tuple[Any, float]:

@@ -105,3 +105,41 @@ def test_many_items_in_one_child_each_get_the_verdict_of_their_own_child(shared_
     import multiprocessing
 
     assert multiprocessing.active_children() == []
+
+
+class _PipesKeptOpen:
+    """The fork context, but every answer pipe's writing end is also held by this process (as
+    a process forked elsewhere meanwhile, by another thread of a Ray worker, holds a copy), so
+    that a child's death gives no end of file on the pipe."""
+
+    def __init__(self, context) -> None:
+        self.context, self.copies = context, []
+
+    def Pipe(self, duplex: bool = True):  # noqa: N802  (multiprocessing's name)
+        receive, send = self.context.Pipe(duplex)
+        self.copies.append(os.dup(send.fileno()))
+        return receive, send
+
+    def Process(self, *args, **kwargs):  # noqa: N802
+        return self.context.Process(*args, **kwargs)
+
+
+def test_a_crash_is_a_crash_while_another_process_holds_the_pipe(monkeypatch, tmp_path):
+    """The child's exit is its verdict, not the pipe's end of file: a crash is reported as the
+    crash (at once), not as a stall at the end of the budget."""
+    from bookindex.operators.parsing import isolation
+
+    kept = _PipesKeptOpen(isolation._context)
+    monkeypatch.setattr(isolation, "_context", kept)
+    try:
+        with pytest.raises(Isolated, match=r"^crashed: signal 11 \(SIGSEGV\)$"):
+            run_isolated(ctypes.string_at, 0, timeout_s=600)
+        crashing = tmp_path / "crash.pdf"
+        crashing.write_bytes(b"%PDF-1.4 not really")
+        found = isolation.run_isolated_each(_probe_or_crash, [str(crashing), "x"], timeout_s=600)
+        assert found[0][0].reason == "crashed: signal 11 (SIGSEGV)"
+        assert found[1][0].status == "failed"  # the item after it still ran (no such file)
+        assert run_isolated(len, "still here", timeout_s=600) == 10
+    finally:
+        for copy in kept.copies:
+            os.close(copy)
