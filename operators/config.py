@@ -356,6 +356,12 @@ class RelevanceConfig(Section):
         "with BM25's at this weight before Page_Ranker (0: the walk's ranking alone; chosen on "
         "the tuning split of benchmarks/pdf_qa_split.json)",
     )
+    bm25_headings: bool = Field(
+        True,
+        description="the methods' BM25 reads each node after the titles of the sections above "
+        "it (a paragraph under 'Grading' is found by a question about grading); off: its own "
+        "words, as the hybrid baseline always reads it (chosen on the tuning split)",
+    )
     ppr_damping: float = Field(0.5, gt=0, lt=1, description="Graph_Reasoning PageRank damping")
     max_query_entities: int = Field(5, ge=1, description="entities linked per query")
 

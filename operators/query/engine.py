@@ -73,6 +73,7 @@ class QueryEngine:
         memory."""
         self.model = model
         self.config = config or BookindexConfig()
+        model.bm25_headings = self.config.relevance.bm25_headings
         self.walk = walk or make_engine(self.config.walk)
         self.graph_dir = graph_dir if self.config.walk.keep_graph else None
         self._zoom: Zoom | None = None

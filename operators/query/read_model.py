@@ -164,7 +164,9 @@ class ReadModel:
     _section_leaves: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     _ranges: list[tuple[int, int]] = field(default_factory=list)
     _linker: EntityLinker | None = None
-    _lexical: Bm25 | None = None
+    bm25_headings: bool = True  # the methods' BM25 reads headings (relevance.bm25_headings)
+    _lexical: Bm25 | None = None  # the nodes' own words (the hybrid baseline's)
+    _lexical_in_context: Bm25 | None = None  # with their section headings (the methods')
     _embedded: dict[str, np.ndarray] = field(default_factory=dict)  # text → unit vector
     _embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -292,12 +294,55 @@ class ReadModel:
     def dense_scores(self, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.vectors[positions] @ np.asarray(query_vector, np.float32).ravel()
 
-    def lexical_scores(self, query: str, positions: np.ndarray) -> np.ndarray:
-        """BM25 over every node's title, text and summary (one index for the whole corpus)."""
+    def lexical_scores(
+        self, query: str, positions: np.ndarray, headings: bool = True
+    ) -> np.ndarray:
+        """BM25 over every node's title, text and summary (one index for the whole corpus);
+        with ``headings`` (the methods' relevance), each node's text is read after the titles
+        of the sections above it (``heading_paths``), so that a paragraph under "Grading" is
+        found by a question about grading although its own words never say it. Without, the
+        node's own words alone (the ``hybrid`` baseline: plain chunks; every caller when
+        ``bm25_headings`` is off, as ``relevance.bm25_headings`` sets it). An index whose nodes
+        sit under no section (a passage corpus) holds one index for both."""
+        lexical = self._bm25_in_context() if headings and self.bm25_headings else self._bm25()
+        return lexical.scores(query)[positions]
+
+    def _bm25(self) -> Bm25:
         if self._lexical is None:
             self._lexical = Bm25([self.node_text(i) or " " for i in range(self.n_nodes)])
             self.timings["bm25_build_s"] = self._lexical.build_s
-        return self._lexical.scores(query)[positions]
+        return self._lexical
+
+    def _bm25_in_context(self) -> Bm25:
+        if self._lexical_in_context is None:
+            paths = self.heading_paths()
+            if not any(paths):
+                self._lexical_in_context = self._bm25()
+            else:
+                texts = [
+                    f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
+                    for i, path in enumerate(paths)
+                ]
+                self._lexical_in_context = Bm25(texts)
+                self.timings["bm25_in_context_build_s"] = self._lexical_in_context.build_s
+        return self._lexical_in_context
+
+    def heading_paths(self) -> list[str]:
+        """Per node, the titles of the sections above it, outermost first, one per line (the
+        document's root, its title, left out: every node of the document shares it); empty
+        for nodes under no section."""
+        titled: dict[int, str] = {}  # section position → its path including itself
+
+        def path_of(section: int) -> str:
+            if section < 0 or self.kind[section] == ROOT:
+                return ""
+            if section not in titled:
+                above = path_of(int(self.parent[section]))
+                own = (self.title[section] or "").strip()
+                titled[section] = "\n".join(t for t in (above, own) if t)
+            return titled[section]
+
+        return [path_of(int(self.parent[i])) for i in range(self.n_nodes)]
 
     # ---- layout graph -------------------------------------------------------------------------
     def neighbours(self, position: int) -> list[tuple[int, str, str]]:

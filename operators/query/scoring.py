@@ -33,8 +33,9 @@ def text_scores(
     query_vector: np.ndarray | None = None,
     dense_weight: float = HYBRID_DENSE_WEIGHT,
 ) -> np.ndarray:
-    """Hybrid relevance in [0, 1]: dense_weight × dense cosine + the rest × BM25, each
-    min–max scaled within ``positions`` (the scope the question is asked in)."""
+    """Hybrid relevance in [0, 1]: dense_weight × dense cosine + the rest × BM25 (over each
+    node read after its section headings), each min–max scaled within ``positions`` (the scope
+    the question is asked in)."""
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float32)
@@ -58,7 +59,8 @@ def fused_scores(
     """BM25 and dense fused by reciprocal rank within ``positions``: each node scores
     1 / (rrf_k + its dense rank) + 1 / (rrf_k + its BM25 rank) (ranks from 1, ties by
     position); a node no query word reaches gets no BM25 term, and an index without vectors
-    ranks by BM25 alone. The ``hybrid`` baseline's scores."""
+    ranks by BM25 alone. The ``hybrid`` baseline's scores: BM25 over the nodes' own words (no
+    section headings, ``ReadModel.lexical_scores``), as plain chunk retrieval has them."""
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float64)
@@ -67,7 +69,7 @@ def fused_scores(
         if query_vector is None:
             query_vector = index.embed([query])[0]
         dense = index.dense_scores(query_vector, positions)
-    return fused_with_bm25(index, query, positions, dense, rrf_k=rrf_k)
+    return fused_with_bm25(index, query, positions, dense, rrf_k=rrf_k, headings=False)
 
 
 def fused_with_bm25(
@@ -77,18 +79,20 @@ def fused_with_bm25(
     scores: np.ndarray | None,
     bm25_weight: float = 1.0,
     rrf_k: int = RRF_K,
+    headings: bool = True,
 ) -> np.ndarray:
     """A ranking of ``positions`` (by ``scores``; None: none) fused with BM25's by reciprocal
     rank: each node scores 1 / (rrf_k + its rank by ``scores``) + ``bm25_weight`` /
     (rrf_k + its BM25 rank), ranks from 1, ties by position; a node no query word reaches gets
-    no BM25 term (``fused_scores`` is dense's ranking fused at weight 1)."""
+    no BM25 term (``fused_scores`` is dense's ranking fused at weight 1); ``headings``: BM25
+    reads each node after its section headings (``ReadModel.lexical_scores``)."""
     positions = np.asarray(positions, np.int64)
     fused = np.zeros(positions.size, np.float64)
     if positions.size == 0:
         return fused
     if scores is not None:
         fused += _reciprocal_ranks(scores, positions, rrf_k)
-    lexical = index.lexical_scores(query, positions)
+    lexical = index.lexical_scores(query, positions, headings)
     fused += bm25_weight * np.where(lexical > 0, _reciprocal_ranks(lexical, positions, rrf_k), 0.0)
     return fused
 

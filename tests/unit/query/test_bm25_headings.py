@@ -1,0 +1,73 @@
+"""The methods' BM25 reads each node after the titles of the sections above it
+(``ReadModel.lexical_scores``, ``relevance.bm25_headings``); the hybrid baseline reads the
+nodes' own words. On the real paper of conftest.py (MMLongBench 2303.05039v2.pdf)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bookindex.operators.config import BookindexConfig, RelevanceConfig
+from bookindex.operators.kinds import ROOT, SECTION
+from bookindex.operators.query.engine import QueryEngine
+from bookindex.operators.query.read_model import ReadModel
+from bookindex.operators.query.scoring import fused_scores, fused_with_bm25, text_scores
+
+QUESTION = "dataset statistics"
+
+
+def _section(index: ReadModel, doc: int, prefix: str) -> int:
+    lo, hi = index.doc_range(doc)
+    found = [p for p in range(lo, hi) if index.kind[p] == SECTION]
+    return next(p for p in found if index.title[p].startswith(prefix))
+
+
+def test_a_node_reads_after_the_titles_of_the_sections_above_it(index, doc):
+    paths = index.heading_paths()
+    lo, hi = index.doc_range(doc)
+    subsection = _section(index, doc, "2.2.1 ")
+    leaf = index.section_leaves(doc, int(index.sec_id[subsection]))[0]
+    assert paths[leaf].split("\n") == [
+        index.title[_section(index, doc, "2 Related Work")],
+        index.title[_section(index, doc, "2.2 Personality Detection")],
+        index.title[subsection],
+    ]
+    assert paths[subsection] == "2 Related Work\n2.2 Personality Detection"  # not itself
+    root = next(p for p in range(lo, hi) if index.kind[p] == ROOT)
+    assert paths[root] == "" and paths[_section(index, doc, "1 Introduction")] == ""
+    assert not any(index.title[root] in path for path in paths[lo:hi])  # the root: shared
+
+
+def test_a_question_about_a_heading_finds_the_paragraphs_under_it(index, doc):
+    """Every paragraph under "3.3 Dataset Statistics" is reached by a question about dataset
+    statistics, one of them only through its heading, and they lead the document's ranking."""
+    leaves = index.leaves(doc)
+    under = index.section_leaves(doc, int(index.sec_id[_section(index, doc, "3.3 ")]))
+    with_headings = index.lexical_scores(QUESTION, leaves)
+    words_alone = index.lexical_scores(QUESTION, leaves, headings=False)
+    mine = np.isin(leaves, under)
+    assert (with_headings[mine] > 0).all() and (words_alone[mine] == 0).any()
+    top = leaves[np.lexsort((leaves, -with_headings))[: len(under)]]
+    assert set(top.tolist()) == set(under)
+    assert set(leaves[np.lexsort((leaves, -words_alone))[: len(under)]].tolist()) != set(under)
+
+
+def test_the_hybrid_baseline_reads_the_words_alone(index, doc):
+    leaves = index.leaves(doc)
+    dense = index.dense_scores(index.embed([QUESTION])[0], leaves)
+    baseline = fused_scores(index, QUESTION, leaves)
+    assert np.allclose(baseline, fused_with_bm25(index, QUESTION, leaves, dense, headings=False))
+    assert not np.allclose(baseline, fused_with_bm25(index, QUESTION, leaves, dense))
+
+
+def test_switched_off_every_method_reads_the_words_alone(paper_tables, backend, doc):
+    config = BookindexConfig(relevance=RelevanceConfig(bm25_headings=False))
+    off = QueryEngine(ReadModel.from_tables(paper_tables, backend), config).model
+    on = QueryEngine(ReadModel.from_tables(paper_tables, backend)).model
+    leaves = off.leaves(doc)
+    vector = off.embed([QUESTION])[0]
+    assert np.array_equal(
+        off.lexical_scores(QUESTION, leaves), on.lexical_scores(QUESTION, leaves, headings=False)
+    )
+    assert not np.allclose(
+        text_scores(off, QUESTION, leaves, vector), text_scores(on, QUESTION, leaves, vector)
+    )
