@@ -113,8 +113,8 @@ class QueryEngine:
         _ = self.zoom.engine
         for method in passage_methods or ("dense", "bm25", "zoom"):
             self.retrieval.retrieve(["warm up"], method, 1)
-        if passage_methods is None:
-            for method in ("bookrag", "zoom"):
+        if passage_methods is None:  # hybrid: the plain BM25 index (the methods' reads headings)
+            for method in ("bookrag", "zoom", "hybrid"):
                 self.answer("warm up", method, generate=False)
 
     # ---- the API ----------------------------------------------------------------------------

@@ -71,3 +71,15 @@ def test_switched_off_every_method_reads_the_words_alone(paper_tables, backend, 
     assert not np.allclose(
         text_scores(off, QUESTION, leaves, vector), text_scores(on, QUESTION, leaves, vector)
     )
+
+
+def test_a_warmed_engine_holds_both_indexes_before_any_request(paper_tables, backend):
+    """Serve warms an engine before its threads share it: both BM25 indexes are built then, not
+    by the first request that needs one (a PDF corpus's are two)."""
+    engine = QueryEngine(ReadModel.from_tables(paper_tables, backend))
+    engine.warm_up()
+    built = dict(engine.model.timings)
+    assert {"bm25_build_s", "bm25_in_context_build_s"} <= set(built)
+    engine.answer(QUESTION, "hybrid", generate=False)
+    engine.answer(QUESTION, "deepread", generate=False)
+    assert engine.model.timings == built  # nothing built again
