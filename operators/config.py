@@ -300,7 +300,8 @@ class WalkConfig(Section):
         True,
         description="keep the Doc-Zoom graph's document rows in the index directory "
         "(walk_graph-*.npz) so that a replica's start or reload reads them, and on a grown "
-        "corpus computes only the new documents' rows, instead of comparing every pair",
+        "corpus computes only the new documents' rows, instead of comparing every pair; the "
+        "title links and the BM25 indexes (title_links-*.npz, bm25-*/) are kept there too",
     )
     bridge_weight: float = Field(
         0.5, ge=0, le=1, description="share of the bridge walk in Chunk-Zoom's entity scores"

@@ -68,14 +68,16 @@ class QueryEngine:
         walk: WalkEngine | None = None,
         graph_dir: str | Path | None = None,
     ) -> None:
-        """``graph_dir``: where ZoomRAG's walk graph is kept between processes (the index
-        directory, ``operators.walks.graph_store``); None, or ``walk.keep_graph`` off: built in
-        memory."""
+        """``graph_dir``: where ZoomRAG's walk graph, a passage corpus's title links and the BM25
+        indexes are kept between processes (the index directory: ``operators.walks.
+        graph_store``, ``operators.graph.title_link_store``, ``operators.query.bm25_store``);
+        None, or ``walk.keep_graph`` off: built in memory."""
         self.model = model
         self.config = config or BookindexConfig()
         model.bm25_headings = self.config.relevance.bm25_headings
-        self.walk = walk or make_engine(self.config.walk)
         self.graph_dir = graph_dir if self.config.walk.keep_graph else None
+        model.store_dir = Path(self.graph_dir) if self.graph_dir is not None else None
+        self.walk = walk or make_engine(self.config.walk)
         self._zoom: Zoom | None = None
         self._doc_zooms: dict[int, Zoom] = {}  # zoom_of's, least recently used first
         self._retrieval: Retrieval | None = None

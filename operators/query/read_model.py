@@ -35,6 +35,7 @@ from bookindex.operators.graph.entity_linking import EntityLinker
 from bookindex.operators.kinds import FAILED, LEAF_KINDS, ROOT, STRUCTURE_KINDS
 from bookindex.operators.models import ModelBackend
 from bookindex.operators.query.bm25 import Bm25
+from bookindex.operators.query.bm25_store import bm25_from_store
 
 # What the read model reads of each table (the reader adds doc_id where it filters by it).
 COLUMNS: dict[str, list[str]] = {
@@ -165,6 +166,8 @@ class ReadModel:
     _ranges: list[tuple[int, int]] = field(default_factory=list)
     _linker: EntityLinker | None = None
     bm25_headings: bool = True  # the methods' BM25 reads headings (relevance.bm25_headings)
+    store_dir: Path | None = None  # where the BM25 indexes are kept (operators.query.bm25_store)
+    lexical_sources: dict[str, str] = field(default_factory=dict)  # index → "read" | "built"
     _lexical: Bm25 | None = None  # the nodes' own words (the hybrid baseline's)
     _lexical_in_context: Bm25 | None = None  # with their section headings (the methods')
     _embedded: dict[str, np.ndarray] = field(default_factory=dict)  # text → unit vector
@@ -309,8 +312,8 @@ class ReadModel:
 
     def _bm25(self) -> Bm25:
         if self._lexical is None:
-            self._lexical = Bm25([self.node_text(i) or " " for i in range(self.n_nodes)])
-            self.timings["bm25_build_s"] = self._lexical.build_s
+            texts = [self.node_text(i) or " " for i in range(self.n_nodes)]
+            self._lexical = self._bm25_of(texts, "nodes")
         return self._lexical
 
     def _bm25_in_context(self) -> Bm25:
@@ -323,9 +326,17 @@ class ReadModel:
                     f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
                     for i, path in enumerate(paths)
                 ]
-                self._lexical_in_context = Bm25(texts)
-                self.timings["bm25_in_context_build_s"] = self._lexical_in_context.build_s
+                self._lexical_in_context = self._bm25_of(texts, "headings")
         return self._lexical_in_context
+
+    def _bm25_of(self, texts: list[str], name: str) -> Bm25:
+        """The BM25 index ``name`` of ``texts``: read from ``store_dir`` when it holds the index
+        of these texts, else built (and kept there)."""
+        bm25, how = bm25_from_store(texts, self.store_dir, name)
+        key = "bm25_build_s" if name == "nodes" else "bm25_in_context_build_s"
+        self.timings[key] = bm25.build_s
+        self.lexical_sources[name] = how
+        return bm25
 
     def heading_paths(self) -> list[str]:
         """Per node, the titles of the sections above it, outermost first, one per line (the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from bookindex.operators.query.bm25 import Bm25
+from bookindex.operators.query.bm25_store import bm25_from_store
 from bookindex.operators.query.registry import PASSAGE_METHODS
 from bookindex.operators.query.zoom import DocHit, Zoom
 
@@ -22,12 +23,16 @@ class Retrieval:
         self.view = zoom.view
         self.backend = zoom.backend
         self._bm25: Bm25 | None = None
+        self.bm25_source = ""  # how the documents' BM25 index was had: "read" | "built"
         self._has_vectors: bool | None = None  # any non-zero document vector (read once)
 
     @property
     def bm25(self) -> Bm25:
-        if self._bm25 is None:
-            self._bm25 = Bm25(self.view.texts)
+        if self._bm25 is None:  # kept beside the index where the walk graph is
+            found, self.bm25_source = bm25_from_store(
+                self.view.texts, self.zoom.graph_dir, "documents"
+            )
+            self._bm25 = found
         return self._bm25
 
     def retrieve(self, queries: list[str], method: str, k: int) -> list[list[DocHit]]:

@@ -363,10 +363,14 @@ def test_d_serve_answers_during_an_update_and_sees_new_documents_after_reload(
         assert health["documents"] == 12  # the open index, until reload
         assert health["walk_graph"]["from"] in ("built", "read")  # kept in the index directory
         assert len(list(index.glob("walk_graph-*.npz"))) == 1
+        assert health["bm25"]["documents"] in ("built", "read")  # and so are the BM25 indexes
+        assert len(list(index.glob("bm25-documents-*"))) == 1
 
         reloaded = client.post("/admin/reload").json()
         assert reloaded["reloaded"] and reloaded["documents"] == 24
         assert reloaded["walk_graph"]["from"] == "grown"  # only the 12 new documents' rows
+        assert reloaded["bm25"]["documents"] == "built"  # new texts: indexed again, once
+        assert len(list(index.glob("bm25-documents-*"))) == 1
         assert client.post("/admin/reload").json()["reloaded"] is False  # nothing new
         health = client.get("/health").json()
         assert health["documents"] == 24 and health["reloads"] == 1
