@@ -333,8 +333,7 @@ class ReadModel:
         """The BM25 index ``name`` of ``texts``: read from ``store_dir`` when it holds the index
         of these texts, else built (and kept there)."""
         bm25, how = bm25_from_store(texts, self.store_dir, name)
-        key = "bm25_build_s" if name == "nodes" else "bm25_in_context_build_s"
-        self.timings[key] = bm25.build_s
+        self.timings[f"bm25_{name}_s"] = bm25.build_s  # built, or read
         self.lexical_sources[name] = how
         return bm25
 
