@@ -10,7 +10,9 @@ beside this one: run it from that checkout's root (``cd CHECKOUT && PYTHONPATH=.
 benchmarks.serve_profile ...``): ``python -m`` puts the working directory on ``sys.path`` before
 ``PYTHONPATH``, so a PYTHONPATH alone does not change which code runs.
 
-Questions are ``benchmarks.serve_load``'s (distinct, none repeated across batches). Printed
+First printed: the replica's start (the index opened and warmed up), how its walk graph and
+title links were had, and how each BM25 index was had ("read" from the index directory or
+"built"). Questions are ``benchmarks.serve_load``'s (distinct, none repeated across batches). Printed
 per method and batch size: wall and CPU milliseconds per request, and the CPU milliseconds
 (the process's, every thread: ``time.process_time``) per request in each part (the question's
 embedding; Doc-Zoom's entity linking, its two walks and the rest of it; Chunk-Zoom's chunk
