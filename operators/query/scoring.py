@@ -134,7 +134,7 @@ def structured_relevance(
 ) -> np.ndarray:
     """Text_Reasoning with the tree's scents: dense_weight·dense + the rest·BM25 (each min–max
     in scope) + section_scent·section scent + modal_scent·modal scent + entity_scent inside the
-    subtrees Select_by_Entity chose (weights: ``relevance``, default 0.8 / 0.3 / 0.2 / 0.2)."""
+    subtrees Select_by_Entity chose (weights: ``relevance``, default 0.7 / 0.3 / 0.2 / 0.2)."""
     weights = relevance or RelevanceConfig()
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
