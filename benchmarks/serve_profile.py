@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.1f}"
     )
     print(walk_graph_line(engine.zoom))
-    sources = {"documents": engine.retrieval.bm25_source, **engine.model.lexical_sources}
-    print("BM25 indexes: " + ", ".join(f"{name} {how}" for name, how in sources.items()))
+    sources = engine.bm25_sources().items()
+    print("BM25 indexes: " + ", ".join(f"{name} {how}" for name, how in sources))
     offset, rows = 2_000_000, []
     for method in args.method.split(","):
         engine.retrieval.retrieve([question(i) for i in range(8)], method, 10)  # warm-up

@@ -1,16 +1,30 @@
 """Files the query side keeps beside an index (the walk graph's rows, a passage corpus's title
-links): written whole or not at all, so that a reader never sees half a file."""
+links, the BM25 indexes): written whole or not at all, so that a reader never sees half a file,
+and named by a digest of what they are computed from (``texts_digest``)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+
+def texts_digest(head: str, texts: Iterable[str]) -> str:
+    """A hex digest of ``head`` (the format and parameters) and ``texts``, each text
+    length-prefixed, so that no two different lists of texts join to the same bytes."""
+    digest = hashlib.blake2b(head.encode(), digest_size=16)
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def write_npz(path: Path, what: str, **arrays: np.ndarray) -> bool:

@@ -278,15 +278,6 @@ def _walk_graph(engine: "QueryEngine") -> dict:
     }
 
 
-def _bm25(engine: "QueryEngine") -> dict:
-    """How the open engine got each of its BM25 indexes (the documents' for passage retrieval,
-    the nodes' and, on a corpus with sections, the nodes' with their headings): "read" from
-    the index directory or "built" (``operators.query.bm25_store``); those not built yet are
-    left out."""
-    found = {"documents": engine.retrieval.bm25_source, **engine.model.lexical_sources}
-    return {name: how for name, how in found.items() if how}
-
-
 def _problem(exc: BaseException) -> str:
     """An exception as a short line without the input it may hold: its type, and its message
     cut to 160 characters and made encodable."""
@@ -436,7 +427,7 @@ class RetrievalEngine:
             "documents": len(self.engine.model.documents),
             "load_s": round(self.load_s, 2),
             "walk_graph": _walk_graph(self.engine),
-            "bm25": _bm25(self.engine),
+            "bm25": self.engine.bm25_sources(),
         }
         return out | ({"damaged": self.damaged[:10]} if self.damaged else {})
 
@@ -658,7 +649,7 @@ class RetrievalEngine:
             "models": engine.config.models.backend,
             "load_s": round(self.load_s, 2),
             "walk_graph": _walk_graph(engine),
-            "bm25": _bm25(engine),
+            "bm25": engine.bm25_sources(),
             "batches": self.batches,
             "max_batch": self.max_batch,
             "failed_requests": self.failed_requests,

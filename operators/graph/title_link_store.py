@@ -17,7 +17,6 @@ written is logged and served from memory ("built" all the same).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bookindex.operators.graph.entity_linking import title_links
-from bookindex.operators.index_files import write_npz
+from bookindex.operators.index_files import texts_digest, write_npz
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +35,9 @@ TitleLinks = tuple[list[list[str]], list[tuple[int, int]], list[int]]
 
 
 def store_key(titles: Sequence[str], bodies: Sequence[str], max_words: int) -> str:
-    """The digest that names the file of these inputs (each string length-prefixed, so that
-    no two different corpora join to the same bytes)."""
-    digest = hashlib.blake2b(f"{FORMAT}|{max_words}|{len(titles)}|".encode(), digest_size=16)
-    for title, body in zip(titles, bodies, strict=True):
-        for text in (title, body):
-            data = text.encode("utf-8", "surrogatepass")
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
-    return digest.hexdigest()
+    """The digest that names the file of these inputs (``index_files.texts_digest``)."""
+    texts = (text for pair in zip(titles, bodies, strict=True) for text in pair)
+    return texts_digest(f"{FORMAT}|{max_words}|{len(titles)}|", texts)
 
 
 def store_path(directory: str | Path, key: str) -> Path:

@@ -18,7 +18,6 @@ served from memory ("built" all the same).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
@@ -26,6 +25,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from bookindex.operators.index_files import texts_digest
 from bookindex.operators.query.bm25 import STOPWORDS, Bm25
 
 log = logging.getLogger(__name__)
@@ -35,17 +35,10 @@ PREFIX = "bm25-"
 
 
 def store_key(name: str, texts: Sequence[str]) -> str:
-    """The digest that names the stored index of these texts (each length-prefixed, so that
-    no two different corpora join to the same bytes)."""
+    """The digest that names the stored index of these texts (``index_files.texts_digest``)."""
     import bm25s
 
-    head = f"{FORMAT}|{bm25s.__version__}|{STOPWORDS}|{name}|{len(texts)}|"
-    digest = hashlib.blake2b(head.encode(), digest_size=16)
-    for text in texts:
-        data = text.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return digest.hexdigest()
+    return texts_digest(f"{FORMAT}|{bm25s.__version__}|{STOPWORDS}|{name}|{len(texts)}|", texts)
 
 
 def store_path(directory: str | Path, name: str, key: str) -> Path:

@@ -119,6 +119,13 @@ class QueryEngine:
             for method in ("bookrag", "zoom", "hybrid"):
                 self.answer("warm up", method, generate=False)
 
+    def bm25_sources(self) -> dict[str, str]:
+        """How each BM25 index built so far was had, "read" from the index directory or
+        "built" (``operators.query.bm25_store``): the documents' (passage retrieval), the
+        nodes' and, on a corpus with sections, the nodes' with their headings."""
+        found = {"documents": self.retrieval.bm25_source, **self.model.lexical_sources}
+        return {name: how for name, how in found.items() if how}
+
     # ---- the API ----------------------------------------------------------------------------
     def answer(
         self,
