@@ -353,6 +353,15 @@ class RelevanceConfig(Section):
         True, description="Page_Ranker: the best node of each of the k best pages; off: top-k"
     )
     page_runners_up: float = Field(0.3, ge=0, description="Page_Ranker: weight of next two nodes")
+    page_floor: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Page_Ranker spreads only over pages scoring at least this share of the "
+        "best page's, the next best nodes filling the rest of k (0: every page; 0.6 with "
+        "page_runners_up 0 raises span recall on syllabi and lowers page recall on "
+        "MMLongBench, docs/results.md)",
+    )
     pages_per_unit: int = Field(
         3, ge=0, description="Page_Ranker spreads only in scopes of at least this × k pages"
     )

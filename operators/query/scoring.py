@@ -199,10 +199,13 @@ def page_ranker(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence that covers pages, not one page many times: a page scores its best node plus
     ``page_runners_up`` × its next two; the best node of each of the top-k pages is returned,
-    best page first. ``forced`` nodes (named references) come first. Where the scope has fewer
-    than ``pages_per_unit`` × k pages (a short document), or the config turns the ranker off,
-    spreading would trade the best evidence for weak pages, so the nodes are simply ranked by
-    score."""
+    best page first. ``forced`` nodes (named references) come first. With ``page_floor`` > 0
+    (off by default) spreading stops at the first page scoring under that share of the best
+    page's, and the next best nodes fill the rest of k wherever they are, rather than the best
+    nodes of weak pages (a syllabus whose pages after the third are a reading list). Where the
+    scope has fewer than ``pages_per_unit`` × k pages (a short document), or the config turns
+    the ranker off, spreading would trade the best evidence for weak pages, so the nodes are
+    simply ranked by score."""
     weights = relevance or RelevanceConfig()
     positions = np.asarray(positions, np.int64)
     scores = np.asarray(scores, np.float64)
@@ -210,7 +213,8 @@ def page_ranker(
     for i in np.lexsort((positions, -scores)).tolist():
         key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
         by_page.setdefault(key, []).append(i)
-    if not weights.page_ranker or len(by_page) < weights.pages_per_unit * k:
+    spread = weights.page_ranker and len(by_page) >= weights.pages_per_unit * k
+    if not spread:
         by_page = {(0, i): [i] for i in range(positions.size)}  # every node its own "page"
 
     def page_score(key: tuple[int, int]) -> float:
@@ -221,15 +225,19 @@ def page_ranker(
     pages = {(int(index.doc[p]), int(index.page_start[p])) for p in chosen}
     top = max(scores.max(initial=0.0), 1.0)
     out_scores = [top] * len(chosen)
-    for key in sorted(by_page, key=lambda key: (-page_score(key), key)):
+    ranked_pages = sorted(by_page, key=lambda key: (-page_score(key), key))
+    floor = weights.page_floor * page_score(ranked_pages[0]) if spread and ranked_pages else 0.0
+    for key in ranked_pages:
         if len(chosen) >= k:
             break
         if key in pages:
             continue
+        if floor > 0 and page_score(key) < floor:
+            break  # the pages left are weak: the next best nodes fill the rest
         best = by_page[key][0]
         chosen.append(int(positions[best]))
         out_scores.append(float(scores[best]))
-    if len(chosen) < k:  # fewer pages than k: the next best nodes fill the rest
+    if len(chosen) < k:  # fewer (strong) pages than k: the next best nodes fill the rest
         taken = set(chosen)
         for i in np.lexsort((positions, -scores)).tolist():
             if len(chosen) >= k:

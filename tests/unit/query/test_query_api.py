@@ -280,6 +280,27 @@ def test_named_references_and_page_ranker_are_relevance_toggles(index, doc):
     assert top.tolist() == leaves[np.lexsort((leaves, -scores))[:3]].tolist()
 
 
+def test_page_ranker_spreads_only_over_pages_near_the_best(index, doc):
+    """Page_Ranker's floor (off by default): pages scoring under page_floor × the best page's
+    are not spread to; the next best nodes fill the rest of k, from the strong pages."""
+    leaves = index.leaves(doc)
+    pages = index.page_start[leaves]
+    strong, second = sorted(set(pages.tolist()), key=lambda p: -(pages == p).sum())[:2]
+    scores = np.full(leaves.size, 0.1)
+    on_strong = np.flatnonzero(pages == strong)
+    scores[on_strong] = np.linspace(1.0, 0.5, on_strong.size)
+    scores[np.flatnonzero(pages == second)[0]] = 0.7
+    floor = RelevanceConfig(page_floor=0.6, page_runners_up=0)
+    kept, kept_scores = scoring.page_ranker(index, leaves, scores, 3, relevance=floor)
+    assert [int(index.page_start[p]) for p in kept] == [strong, second, strong]
+    assert kept_scores.tolist() == pytest.approx([1.0, 0.7, scores[on_strong[1]]])
+    spread, _ = scoring.page_ranker(
+        index, leaves, scores, 3, relevance=RelevanceConfig(page_runners_up=0)
+    )
+    assert len({int(index.page_start[p]) for p in spread}) == 3  # no floor: k pages
+    assert spread[:2].tolist() == kept[:2].tolist()
+
+
 def test_deepread_scan_window_and_walk_parameters_come_from_the_config(index, doc):
     narrow = deepread.DeepReadTools(index, doc, scan_window=(0, 0))
     hits = narrow.retrieve("Receptiviti score of a user", k=3)
