@@ -332,6 +332,9 @@ class WalkConfig(Section):
     )
 
 
+METHODS_BM25_B = 0.1  # relevance.bm25_b's default (and a ReadModel's before an engine sets it)
+
+
 class RelevanceConfig(Section):
     """BookRAG's Text_Reasoning and Page_Ranker weights (operators/query/scoring.py). The PDF QA
     ablation (benchmarks/pdf_qa_ablation.py) adds them one at a time."""
@@ -377,6 +380,15 @@ class RelevanceConfig(Section):
         description="the methods' BM25 reads each node after the titles of the sections above "
         "it (a paragraph under 'Grading' is found by a question about grading); off: its own "
         "words, as the hybrid baseline always reads it (chosen on the tuning split)",
+    )
+    bm25_b: float = Field(
+        METHODS_BM25_B,
+        ge=0,
+        le=1,
+        description="length normalisation b of the methods' BM25 (the index reading the "
+        "headings; 0.75 is bm25s's default, which the baselines and passage corpora keep): a "
+        "lower b stops two-word nodes ('Id.', a list item) from outscoring the paragraphs "
+        "(chosen on the tuning split)",
     )
     ppr_damping: float = Field(0.5, gt=0, lt=1, description="Graph_Reasoning PageRank damping")
     max_query_entities: int = Field(5, ge=1, description="entities linked per query")

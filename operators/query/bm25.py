@@ -13,16 +13,19 @@ from pathlib import Path
 import numpy as np
 
 STOPWORDS = "en"
+DEFAULT_B = 0.75  # length normalisation b of bm25s (and Lucene): 0, none; 1, full
 
 
 class Bm25:
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], b: float = DEFAULT_B) -> None:
+        """``b``: how much a text's length discounts its term frequencies (short texts score
+        higher the larger it is)."""
         import bm25s
 
         started = time.perf_counter()
         self._bm25s = bm25s
         self.n = len(texts)
-        self.index = bm25s.BM25()
+        self.index = bm25s.BM25(b=b)
         self.index.index(self.tokenize(texts), show_progress=False)
         self.build_s = time.perf_counter() - started
 

@@ -7,7 +7,8 @@ docs/results.md).
 
 A stored index is a directory ``bm25-<name>-<key>`` written by ``bm25s``'s own ``save`` (its
 arrays, vocabulary and parameters), named by a digest of everything the index is computed
-from: the format, the ``bm25s`` version, the tokeniser's settings and each text. The same
+from: the format, the ``bm25s`` version, the tokeniser's settings, the length normalisation b
+(where not bm25s's default) and each text. The same
 texts give the same index, so a directory of that name is read as it is ("read"); anything else
 (none, a damaged one, a corpus that changed in any text) is indexed again ("built"), written to
 a temporary name and renamed (readers never see half an index), and the directory's other
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bookindex.operators.index_files import texts_digest
-from bookindex.operators.query.bm25 import STOPWORDS, Bm25
+from bookindex.operators.query.bm25 import DEFAULT_B, STOPWORDS, Bm25
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,14 @@ FORMAT = 1  # bump when Bm25's tokenising or the stored files change meaning
 PREFIX = "bm25-"
 
 
-def store_key(name: str, texts: Sequence[str]) -> str:
-    """The digest that names the stored index of these texts (``index_files.texts_digest``)."""
+def store_key(name: str, texts: Sequence[str], b: float = DEFAULT_B) -> str:
+    """The digest that names the stored index of these texts (``index_files.texts_digest``);
+    a length normalisation other than the default is part of it."""
     import bm25s
 
-    return texts_digest(f"{FORMAT}|{bm25s.__version__}|{STOPWORDS}|{name}|{len(texts)}|", texts)
+    params = "" if b == DEFAULT_B else f"b={b!r}|"
+    prefix = f"{FORMAT}|{bm25s.__version__}|{STOPWORDS}|{name}|{len(texts)}|{params}"
+    return texts_digest(prefix, texts)
 
 
 def store_path(directory: str | Path, name: str, key: str) -> Path:
@@ -46,17 +50,17 @@ def store_path(directory: str | Path, name: str, key: str) -> Path:
 
 
 def bm25_from_store(
-    texts: Sequence[str], directory: str | Path | None, name: str
+    texts: Sequence[str], directory: str | Path | None, name: str, b: float = DEFAULT_B
 ) -> tuple[Bm25, str]:
-    """``Bm25(texts)`` and how it was had: "read" from ``directory``'s stored index ``name`` of
-    these texts, or "built" (and stored there; ``directory`` None: not stored)."""
+    """``Bm25(texts, b)`` and how it was had: "read" from ``directory``'s stored index ``name``
+    of these texts, or "built" (and stored there; ``directory`` None: not stored)."""
     if directory is None:
-        return Bm25(list(texts)), "built"
-    path = store_path(directory, name, store_key(name, texts))
+        return Bm25(list(texts), b), "built"
+    path = store_path(directory, name, store_key(name, texts, b))
     stored = _load(path, len(texts))
     if stored is not None:
         return stored, "read"
-    bm25 = Bm25(list(texts))
+    bm25 = Bm25(list(texts), b)
     _save(bm25, path, name)
     return bm25, "built"
 

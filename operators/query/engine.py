@@ -75,6 +75,7 @@ class QueryEngine:
         self.model = model
         self.config = config or BookindexConfig()
         model.bm25_headings = self.config.relevance.bm25_headings
+        model.bm25_b = self.config.relevance.bm25_b
         self.graph_dir = graph_dir if self.config.walk.keep_graph else None
         model.store_dir = Path(self.graph_dir) if self.graph_dir is not None else None
         self.walk = walk or make_engine(self.config.walk)

@@ -31,10 +31,11 @@ import polars as pl
 import pyarrow as pa
 import scipy.sparse as sp
 
+from bookindex.operators.config import METHODS_BM25_B
 from bookindex.operators.graph.entity_linking import EntityLinker
 from bookindex.operators.kinds import FAILED, LEAF_KINDS, ROOT, STRUCTURE_KINDS
 from bookindex.operators.models import ModelBackend
-from bookindex.operators.query.bm25 import Bm25
+from bookindex.operators.query.bm25 import DEFAULT_B, Bm25
 from bookindex.operators.query.bm25_store import bm25_from_store
 
 # What the read model reads of each table (the reader adds doc_id where it filters by it).
@@ -166,10 +167,12 @@ class ReadModel:
     _ranges: list[tuple[int, int]] = field(default_factory=list)
     _linker: EntityLinker | None = None
     bm25_headings: bool = True  # the methods' BM25 reads headings (relevance.bm25_headings)
+    bm25_b: float = METHODS_BM25_B  # the methods' BM25 length normalisation (relevance.bm25_b)
     store_dir: Path | None = None  # where the BM25 indexes are kept (operators.query.bm25_store)
     lexical_sources: dict[str, str] = field(default_factory=dict)  # index → "read" | "built"
     _lexical: Bm25 | None = None  # the nodes' own words (the hybrid baseline's)
     _lexical_in_context: Bm25 | None = None  # with their section headings (the methods')
+    _lexical_in_context_b: float | None = None  # the b it was built with
     _embedded: dict[str, np.ndarray] = field(default_factory=dict)  # text → unit vector
     _embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -305,8 +308,10 @@ class ReadModel:
         of the sections above it (``heading_paths``), so that a paragraph under "Grading" is
         found by a question about grading although its own words never say it. Without, the
         node's own words alone (the ``hybrid`` baseline: plain chunks; every caller when
-        ``bm25_headings`` is off, as ``relevance.bm25_headings`` sets it). An index whose nodes
-        sit under no section (a passage corpus) holds one index for both."""
+        ``bm25_headings`` is off, as ``relevance.bm25_headings`` sets it). The index with
+        headings normalises lengths by ``bm25_b`` (``relevance.bm25_b``), the other by bm25s's
+        default. An index whose nodes sit under no section (a passage corpus) holds one index
+        for both: the baseline's."""
         lexical = self._bm25_in_context() if headings and self.bm25_headings else self._bm25()
         return lexical.scores(query)[positions]
 
@@ -317,7 +322,7 @@ class ReadModel:
         return self._lexical
 
     def _bm25_in_context(self) -> Bm25:
-        if self._lexical_in_context is None:
+        if self._lexical_in_context is None or self._lexical_in_context_b != self.bm25_b:
             paths = self.heading_paths()
             if not any(paths):
                 self._lexical_in_context = self._bm25()
@@ -326,13 +331,14 @@ class ReadModel:
                     f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
                     for i, path in enumerate(paths)
                 ]
-                self._lexical_in_context = self._bm25_of(texts, "headings")
+                self._lexical_in_context = self._bm25_of(texts, "headings", self.bm25_b)
+            self._lexical_in_context_b = self.bm25_b
         return self._lexical_in_context
 
-    def _bm25_of(self, texts: list[str], name: str) -> Bm25:
-        """The BM25 index ``name`` of ``texts``: read from ``store_dir`` when it holds the index
-        of these texts, else built (and kept there)."""
-        bm25, how = bm25_from_store(texts, self.store_dir, name)
+    def _bm25_of(self, texts: list[str], name: str, b: float = DEFAULT_B) -> Bm25:
+        """The BM25 index ``name`` of ``texts`` (length normalisation ``b``): read from
+        ``store_dir`` when it holds the index of these texts, else built (and kept there)."""
+        bm25, how = bm25_from_store(texts, self.store_dir, name, b)
         self.timings[f"bm25_{name}_s"] = bm25.build_s  # built, or read
         self.lexical_sources[name] = how
         return bm25

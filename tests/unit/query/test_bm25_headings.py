@@ -39,16 +39,17 @@ def test_a_node_reads_after_the_titles_of_the_sections_above_it(index, doc):
 
 def test_a_question_about_a_heading_finds_the_paragraphs_under_it(index, doc):
     """Every paragraph under "3.3 Dataset Statistics" is reached by a question about dataset
-    statistics, one of them only through its heading, and they lead the document's ranking."""
+    statistics, one of them only through its heading, and they lead the document's ranking
+    (with at most one other: a long paragraph of "3.2 Dataset Construction" about datasets)."""
     leaves = index.leaves(doc)
     under = index.section_leaves(doc, int(index.sec_id[_section(index, doc, "3.3 ")]))
     with_headings = index.lexical_scores(QUESTION, leaves)
     words_alone = index.lexical_scores(QUESTION, leaves, headings=False)
     mine = np.isin(leaves, under)
     assert (with_headings[mine] > 0).all() and (words_alone[mine] == 0).any()
-    top = leaves[np.lexsort((leaves, -with_headings))[: len(under)]]
-    assert set(top.tolist()) == set(under)
-    assert set(leaves[np.lexsort((leaves, -words_alone))[: len(under)]].tolist()) != set(under)
+    top = leaves[np.lexsort((leaves, -with_headings))[: len(under) + 1]]
+    assert set(under) <= set(top.tolist())
+    assert not set(under) <= set(leaves[np.lexsort((leaves, -words_alone))[: len(under) + 1]])
 
 
 def test_the_hybrid_baseline_reads_the_words_alone(index, doc):
@@ -83,3 +84,33 @@ def test_a_warmed_engine_holds_both_indexes_before_any_request(paper_tables, bac
     engine.answer(QUESTION, "hybrid", generate=False)
     engine.answer(QUESTION, "deepread", generate=False)
     assert engine.model.timings == built  # nothing built again
+
+
+def test_the_methods_bm25_weighs_length_by_its_own_b(paper_tables, backend, doc):
+    """``relevance.bm25_b`` reaches the methods' index alone: a lower b takes from a short
+    node's lead over a long one holding the same word; the baseline keeps bm25s's default."""
+    models = {
+        b: QueryEngine(
+            ReadModel.from_tables(paper_tables, backend),
+            BookindexConfig(relevance=RelevanceConfig(bm25_b=b)),
+        ).model
+        for b in (0.75, 0.3)
+    }
+    model = models[0.75]
+    leaves = model.leaves(doc)
+    scores = {b: m.lexical_scores("dataset", leaves) for b, m in models.items()}
+    paths = model.heading_paths()
+    words = np.array([len(f"{paths[p]} {model.node_text(p)}".split()) for p in leaves])
+    holding = np.flatnonzero(scores[0.75] > 0)
+    short, long = holding[words[holding].argmin()], holding[words[holding].argmax()]
+    assert words[long] > 3 * words[short]
+    lead = {b: s[short] / s[long] for b, s in scores.items()}
+    assert lead[0.3] < lead[0.75]
+    assert np.array_equal(
+        models[0.3].lexical_scores("dataset", leaves, headings=False),
+        models[0.75].lexical_scores("dataset", leaves, headings=False),
+    )
+    model.bm25_b = 0.3  # another engine's setting: the index follows it, not the one cached
+    assert np.array_equal(model.lexical_scores("dataset", leaves), scores[0.3])
+    alone = ReadModel.from_tables(paper_tables, backend)  # before any engine: the default's
+    assert alone.bm25_b == RelevanceConfig().bm25_b

@@ -60,6 +60,17 @@ def test_a_changed_text_is_indexed_again_and_the_old_index_goes(texts, tmp_path)
     assert store_key("nodes", ["ab", "c"]) != store_key("nodes", ["a", "bc"])
 
 
+def test_a_length_normalisation_names_its_own_index(texts, tmp_path):
+    default, _ = bm25_from_store(texts, tmp_path, "headings")
+    lower, how = bm25_from_store(texts, tmp_path, "headings", b=0.3)
+    assert how == "built" and _same_scores(lower, Bm25(texts, b=0.3))
+    assert not _same_scores(lower, default)  # not the default's index read back
+    again, how = bm25_from_store(texts, tmp_path, "headings", b=0.3)
+    assert how == "read" and _same_scores(again, lower)
+    # bm25s's default b keeps the names indexes were stored under before b was a setting
+    assert store_key("headings", texts, 0.75) == store_key("headings", texts)
+
+
 def test_a_damaged_index_or_an_unwritable_directory_costs_only_an_indexing(texts, tmp_path):
     expected = Bm25(texts)
     path = store_path(tmp_path, "nodes", store_key("nodes", texts))

@@ -175,8 +175,8 @@ AMAZON = "How many items in total of Amazon related datasets in the paper?"
 
 
 def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
-    """The walk alone ranks the leaf BM25 ranks first (the one naming the Amazon datasets'
-    items, on the question's evidence page) below two others; fused with BM25's ranking
+    """The walk alone ranks the evidence page's best leaf by BM25 (the one naming the Amazon
+    datasets' items) below two leaves BM25 ranks lower; fused with BM25's ranking
     (``relevance.zoom_bm25_weight``, default 0.5) it is Zoom's first unit, among the same five."""
     from bookindex.operators.config import BookindexConfig
 
@@ -188,12 +188,13 @@ def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
         return [index.position(e["node_id"]) for e in found]
 
     leaves = index.leaves(doc)
-    lexical = index.lexical_scores(AMAZON, leaves)
-    bm25_best = int(leaves[np.lexsort((leaves, -lexical))[0]])
-    assert index.page_start[bm25_best] == 4  # the question's evidence page
+    lexical = dict(zip(leaves.tolist(), index.lexical_scores(AMAZON, leaves).tolist(), strict=True))
+    on_page = [p for p in leaves.tolist() if index.page_start[p] == 4]  # the evidence page
+    bm25_best = max(on_page, key=lambda p: (lexical[p], -p))
     fused, walked = zoom(0.5), zoom(0.0)
     assert len(fused) == len(walked) == 5
     assert walked.index(bm25_best) == 2 and fused[0] == bm25_best
+    assert all(lexical[p] < lexical[bm25_best] for p in walked[:2])
     assert sorted(fused) == sorted(walked)
 
 
