@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -84,7 +85,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if problem:
         console.error(problem)
         return 2
-    from bookindex.pipelines.serve_app import portable, serve_forever
+    from bookindex.pipelines.serve_app import port_taken, portable, serve_forever
+
+    taken = (
+        None if os.environ.get("RAY_ADDRESS") else port_taken(config.serve.host, config.serve.port)
+    )
+    if taken:  # (a cluster's Serve may hold its own port already: it is not checked)
+        console.error(taken)
+        return 2
 
     with console.libraries_to_log("serve"):
         if console.log_path is not None:

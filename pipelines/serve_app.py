@@ -717,6 +717,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``port`` on ``host`` cannot be served on (another process listens there), or None:
+    said before Ray starts, instead of Serve's deployment failing a minute later."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port)"
+    return None
+
+
 def serve_forever(
     args: dict,
     host: str = "127.0.0.1",

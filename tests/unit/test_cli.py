@@ -78,6 +78,24 @@ def test_read_only_commands_on_a_wrong_path_say_so_and_create_nothing(argv, tmp_
     assert not (tmp_path / "no").exists()
 
 
+def test_serve_on_a_port_another_process_holds_says_so_before_starting_ray(
+    tmp_path, capsys, monkeypatch
+):
+    import socket
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "documents.lance").mkdir()  # what serve checks an index by
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        argv = ["serve", "--index", str(tmp_path), "--port", str(port), "--no-auth"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "--port" in err
+    assert "Traceback" not in err
+
+
 def test_ask_without_a_question_is_a_usage_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", open(__file__))  # noqa: SIM115 (closed by pytest)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
