@@ -34,6 +34,7 @@ from bookindex.operators.config import (
     add_config_arguments,
     config_from_args,
 )
+from bookindex.pipelines.ports import port_taken
 from bookindex.pipelines.serve_guard import TokenError, is_loopback, read_token
 
 COMMAND = "serve"  # bookindex serve
@@ -85,14 +86,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if problem:
         console.error(problem)
         return 2
-    from bookindex.pipelines.serve_app import port_taken, portable, serve_forever
-
     taken = (
         None if os.environ.get("RAY_ADDRESS") else port_taken(config.serve.host, config.serve.port)
     )
     if taken:  # (a cluster's Serve may hold its own port already: it is not checked)
         console.error(taken)
         return 2
+    from bookindex.pipelines.serve_app import portable, serve_forever
 
     with console.libraries_to_log("serve"):
         if console.log_path is not None:

@@ -51,7 +51,6 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -70,6 +69,7 @@ from ray.serve.handle import DeploymentHandle
 from bookindex.operators.config import SECTIONS, BookindexConfig, load_config
 from bookindex.operators.query.bookrag import fallbacks
 from bookindex.operators.query.registry import PASSAGE_METHODS, QUERY_METHODS
+from bookindex.pipelines.ports import free_port
 from bookindex.pipelines.serve_guard import (
     GuardSettings,
     RequestGuard,
@@ -709,24 +709,6 @@ def direct_ingress_env(port: int) -> dict[str, str]:
         "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),  # Ray's bound is exclusive
         DRAIN_VARIABLE: drain,
     }
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def port_taken(host: str, port: int) -> str | None:
-    """Why ``port`` on ``host`` cannot be served on (another process listens there), or None:
-    said before Ray starts, instead of Serve's deployment failing a minute later."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            return f"cannot serve on {host}:{port}: {exc.strerror or exc} (choose another --port)"
-    return None
 
 
 def serve_forever(

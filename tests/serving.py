@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ docs/results.md).
 A stored index is a directory ``bm25-<name>-<key>`` written by ``bm25s``'s own ``save`` (its
 arrays, vocabulary and parameters), named by a digest of everything the index is computed
 from: the format, the ``bm25s`` version, the tokeniser's settings, the length normalisation b
-(where not bm25s's default) and each text. The same
-texts give the same index, so a directory of that name is read as it is ("read"); anything else
+(where not bm25s's default) and each text. The same texts give the same index, so a directory
+of that name is read as it is ("read"); anything else
 (none, a damaged one, a corpus that changed in any text) is indexed again ("built"), written to
 a temporary name and renamed (readers never see half an index), and the directory's other
 indexes of that name are removed. A directory that cannot be written is logged and the index

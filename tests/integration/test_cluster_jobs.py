@@ -21,7 +21,7 @@ import psutil
 import pytest
 import yaml
 
-from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.ports import free_port
 from bookindex.pipelines.store import lance_store
 from bookindex.pipelines.store.schemas import DOCUMENTS, NODES
 

@@ -23,7 +23,7 @@ import pytest
 
 from bookindex.operators.config import BookindexConfig, IndexConfig
 from bookindex.pipelines.index_pipeline import run_index
-from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.ports import free_port
 from bookindex.pipelines.store import lance_store, recovery
 from bookindex.pipelines.store.schemas import (
     DOCUMENTS,

@@ -17,7 +17,7 @@ import pytest
 from bookindex.jobs import query as query_job
 from bookindex.operators.query.bookrag import fallbacks
 from bookindex.operators.query.registry import QUERY_METHODS
-from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.ports import free_port
 from tests.conftest import PAPER
 from tests.fakes import FakeOpenAI, evidence_echo, word_tokens
 

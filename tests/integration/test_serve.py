@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from bookindex.pipelines.serve_app import free_port
+from bookindex.pipelines.ports import free_port
 
 QUESTION = "Are Christopher Nolan and Sathish Kalathil both film directors?"
 
