@@ -224,7 +224,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def free_port() -> int:
-    """A free port on 127.0.0.1. Not ``serve_app.free_port``: ``measure`` also runs against
+    """A free port on 127.0.0.1. Not ``pipelines.ports.free_port``: ``measure`` also runs against
     ``--compare`` checkouts older than it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
