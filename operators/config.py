@@ -366,7 +366,10 @@ class RelevanceConfig(Section):
         "MMLongBench, docs/results.md)",
     )
     pages_per_unit: int = Field(
-        3, ge=0, description="Page_Ranker spreads only in scopes of at least this × k pages"
+        3,
+        ge=0,
+        description="Page_Ranker spreads over the scope's pages // this (at most k; 0: k), "
+        "the next best nodes filling the rest of k",
     )
     zoom_bm25_weight: float = Field(
         0.5,

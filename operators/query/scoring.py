@@ -198,14 +198,15 @@ def page_ranker(
     relevance: RelevanceConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence that covers pages, not one page many times: a page scores its best node plus
-    ``page_runners_up`` × its next two; the best node of each of the top-k pages is returned,
-    best page first. ``forced`` nodes (named references) come first. With ``page_floor`` > 0
-    (off by default) spreading stops at the first page scoring under that share of the best
-    page's, and the next best nodes fill the rest of k wherever they are, rather than the best
-    nodes of weak pages (a syllabus whose pages after the third are a reading list). Where the
-    scope has fewer than ``pages_per_unit`` × k pages (a short document), or the config turns
-    the ranker off, spreading would trade the best evidence for weak pages, so the nodes are
-    simply ranked by score."""
+    ``page_runners_up`` × its next two; the best node of each of the best pages is returned,
+    best page first, and the next best nodes fill the rest of k wherever they are. ``forced``
+    nodes (named references) come first. It spreads over as many pages as the scope holds
+    ``pages_per_unit`` times over, at most k (0: k): spreading over every page of a short
+    document trades the best evidence for weak pages, while a long document asked for many
+    units still gets them spread (an all-or-nothing rule made 10 units no better than 5 on a
+    50-page report). With ``page_floor`` > 0 (off by default) spreading also stops at the
+    first page scoring under that share of the best page's (a syllabus whose pages after the
+    third are a reading list). The config's ``page_ranker`` off: the nodes ranked by score."""
     weights = relevance or RelevanceConfig()
     positions = np.asarray(positions, np.int64)
     scores = np.asarray(scores, np.float64)
@@ -213,9 +214,8 @@ def page_ranker(
     for i in np.lexsort((positions, -scores)).tolist():
         key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
         by_page.setdefault(key, []).append(i)
-    spread = weights.page_ranker and len(by_page) >= weights.pages_per_unit * k
-    if not spread:
-        by_page = {(0, i): [i] for i in range(positions.size)}  # every node its own "page"
+    per_unit = weights.pages_per_unit
+    n_spread = (min(k, len(by_page) // per_unit) if per_unit else k) if weights.page_ranker else 0
 
     def page_score(key: tuple[int, int]) -> float:
         ranked = scores[by_page[key]]
@@ -226,9 +226,10 @@ def page_ranker(
     top = max(scores.max(initial=0.0), 1.0)
     out_scores = [top] * len(chosen)
     ranked_pages = sorted(by_page, key=lambda key: (-page_score(key), key))
-    floor = weights.page_floor * page_score(ranked_pages[0]) if spread and ranked_pages else 0.0
+    floor = weights.page_floor * page_score(ranked_pages[0]) if ranked_pages else 0.0
+    spread_to = max(len(chosen), n_spread)  # named references count among the spread units
     for key in ranked_pages:
-        if len(chosen) >= k:
+        if len(chosen) >= spread_to:
             break
         if key in pages:
             continue
@@ -237,7 +238,7 @@ def page_ranker(
         best = by_page[key][0]
         chosen.append(int(positions[best]))
         out_scores.append(float(scores[best]))
-    if len(chosen) < k:  # fewer (strong) pages than k: the next best nodes fill the rest
+    if len(chosen) < k:  # the pages spread over are taken: the next best nodes fill the rest
         taken = set(chosen)
         for i in np.lexsort((positions, -scores)).tolist():
             if len(chosen) >= k:

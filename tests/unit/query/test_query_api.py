@@ -301,6 +301,35 @@ def test_page_ranker_spreads_only_over_pages_near_the_best(index, doc):
     assert spread[:2].tolist() == kept[:2].tolist()
 
 
+def test_page_ranker_spreads_over_as_many_pages_as_the_scope_holds_per_unit(index, doc):
+    """A 9-page paper asked for 5 units: 9 // pages_per_unit (3) pages get their best node,
+    best page first, and the next best nodes fill the rest wherever they are; 1 per unit: 5
+    pages; more per unit than the scope holds pages: the plain top k."""
+    leaves = index.leaves(doc)
+    pages = index.page_start[leaves]
+    assert len(set(pages.tolist())) == 9
+    strong = max(set(pages.tolist()), key=lambda p: (pages == p).sum())
+    on_strong = np.flatnonzero(pages == strong)
+    assert on_strong.size >= 5
+    scores = np.linspace(0.5, 0.1, leaves.size)
+    scores[on_strong] = np.linspace(1.0, 0.6, on_strong.size)
+    by_score = leaves[np.lexsort((leaves, -scores))].tolist()
+    plain = RelevanceConfig(page_runners_up=0)
+    kept, _ = scoring.page_ranker(index, leaves, scores, 5, relevance=plain)
+    kept_pages = [int(index.page_start[p]) for p in kept]
+    assert kept_pages[0] == strong and len(set(kept_pages[:3])) == 3
+    assert kept[3:].tolist() == [p for p in by_score if p not in kept[:3]][:2]
+    assert kept_pages[3:] == [strong, strong]
+    every, _ = scoring.page_ranker(
+        index, leaves, scores, 5, relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=1)
+    )
+    assert len({int(index.page_start[p]) for p in every}) == 5
+    short, _ = scoring.page_ranker(
+        index, leaves, scores, 5, relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=10)
+    )
+    assert short.tolist() == by_score[:5]
+
+
 def test_deepread_scan_window_and_walk_parameters_come_from_the_config(index, doc):
     narrow = deepread.DeepReadTools(index, doc, scan_window=(0, 0))
     hits = narrow.retrieve("Receptiviti score of a user", k=3)

@@ -177,12 +177,14 @@ AMAZON = "How many items in total of Amazon related datasets in the paper?"
 def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
     """The walk alone ranks the evidence page's best leaf by BM25 (the one naming the Amazon
     datasets' items) below two leaves BM25 ranks lower; fused with BM25's ranking
-    (``relevance.zoom_bm25_weight``, default 0.5) it is Zoom's first unit, among the same five."""
+    (``relevance.zoom_bm25_weight``, default 0.5) it is Zoom's first unit, among the same five
+    (ranked without Page_Ranker's spreading: the test is about the fusion)."""
     from bookindex.operators.config import BookindexConfig
 
     def zoom(weight: float) -> list[int]:
         config = BookindexConfig(
-            walk=WalkConfig(device="cpu"), relevance=RelevanceConfig(zoom_bm25_weight=weight)
+            walk=WalkConfig(device="cpu"),
+            relevance=RelevanceConfig(zoom_bm25_weight=weight, page_ranker=False),
         )
         found = QueryEngine(index, config).answer(AMAZON, "zoom", PAPER, k=5)["evidence"]
         return [index.position(e["node_id"]) for e in found]
