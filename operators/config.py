@@ -365,6 +365,15 @@ class RelevanceConfig(Section):
         "page_runners_up 0 raises span recall on syllabi and lowers page recall on "
         "MMLongBench, docs/results.md)",
     )
+    page_repeat: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Page_Ranker: a page's next node competes with the pages not yet taken at "
+        "its score (above the scope's lowest) × this per unit already on its page (0: one unit "
+        "a page while spreading; 0.85 with page_runners_up 0 raises span recall on syllabi and "
+        "lowers page recall on MMLongBench, docs/results.md)",
+    )
     pages_per_unit: int = Field(
         3,
         ge=0,

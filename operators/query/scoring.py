@@ -7,6 +7,8 @@ adds them one at a time). Node sets are numpy arrays of positions in a read mode
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from bookindex.operators.config import RelevanceConfig
@@ -197,53 +199,76 @@ def page_ranker(
     forced: list[int] | tuple[int, ...] = (),
     relevance: RelevanceConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Evidence that covers pages, not one page many times: a page scores its best node plus
-    ``page_runners_up`` × its next two; the best node of each of the best pages is returned,
-    best page first, and the next best nodes fill the rest of k wherever they are. ``forced``
-    nodes (named references) come first. It spreads over as many pages as the scope holds
-    ``pages_per_unit`` times over, at most k (0: k): spreading over every page of a short
-    document trades the best evidence for weak pages, while a long document asked for many
-    units still gets them spread (an all-or-nothing rule made 10 units no better than 5 on a
-    50-page report). With ``page_floor`` > 0 (off by default) spreading also stops at the
-    first page scoring under that share of the best page's (a syllabus whose pages after the
-    third are a reading list). The config's ``page_ranker`` off: the nodes ranked by score."""
+    """Evidence that covers pages, not one page many times. ``forced`` nodes (named
+    references) come first; then, up to as many units as the scope holds ``pages_per_unit``
+    pages (at most k; 0: k), each unit is the best of: a page not yet taken, valued at its
+    best node plus ``page_runners_up`` × its next two, and the next node of a page already
+    taken, valued at its own score discounted by ``page_repeat`` for each unit its page
+    holds (on the scale above the scope's lowest score; 0: one unit a page). The next best
+    nodes fill the rest of k wherever they are. Spreading over every page of a short document
+    trades the best evidence for weak pages, while a long document asked for many units still
+    gets them spread; the discount lets an answer page's second paragraph beat a weak page's
+    best (a syllabus answer's spans sit on one page). With ``page_floor`` > 0 (off by
+    default) a page scoring under that share of the best page's is not spread to. The
+    config's ``page_ranker`` off: the nodes ranked by score."""
     weights = relevance or RelevanceConfig()
     positions = np.asarray(positions, np.int64)
     scores = np.asarray(scores, np.float64)
+    by_score = np.lexsort((positions, -scores)).tolist()
     by_page: dict[tuple[int, int], list[int]] = {}
-    for i in np.lexsort((positions, -scores)).tolist():
+    for i in by_score:
         key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
         by_page.setdefault(key, []).append(i)
     per_unit = weights.pages_per_unit
     n_spread = (min(k, len(by_page) // per_unit) if per_unit else k) if weights.page_ranker else 0
-
-    def page_score(key: tuple[int, int]) -> float:
-        ranked = scores[by_page[key]]
-        return float(ranked[0] + weights.page_runners_up * ranked[1:3].sum())
+    page_score = {
+        key: float(scores[nodes[0]] + weights.page_runners_up * scores[nodes[1:3]].sum())
+        for key, nodes in by_page.items()
+    }
 
     chosen = [int(p) for p in forced][:k]
-    pages = {(int(index.doc[p]), int(index.page_start[p])) for p in chosen}
+    taken = set(chosen)
     top = max(scores.max(initial=0.0), 1.0)
     out_scores = [top] * len(chosen)
-    ranked_pages = sorted(by_page, key=lambda key: (-page_score(key), key))
-    floor = weights.page_floor * page_score(ranked_pages[0]) if ranked_pages else 0.0
-    spread_to = max(len(chosen), n_spread)  # named references count among the spread units
-    for key in ranked_pages:
-        if len(chosen) >= spread_to:
+    on_page: dict[tuple[int, int], int] = {}
+    for p in chosen:
+        key = (int(index.doc[p]), int(index.page_start[p]))
+        on_page[key] = on_page.get(key, 0) + 1
+    lowest = scores.min(initial=0.0)
+    floor = weights.page_floor * max(page_score.values(), default=0.0)
+    untaken = {
+        key: [i for i in nodes if int(positions[i]) not in taken] for key, nodes in by_page.items()
+    }
+
+    def value(key: tuple[int, int]) -> float:
+        """What the page's next node is worth as the next unit (-inf: not a candidate)."""
+        if not untaken[key]:
+            return -np.inf
+        repeats = on_page.get(key, 0)
+        if repeats == 0:
+            weak = weights.page_floor > 0 and page_score[key] < floor
+            return -np.inf if weak else page_score[key]
+        if weights.page_repeat <= 0:
+            return -np.inf
+        return lowest + (scores[untaken[key][0]] - lowest) * weights.page_repeat**repeats
+
+    # the best candidate first, ties by page; only the page a unit was taken from changes value
+    candidates = [(-value(key), key) for key in by_page if value(key) > -np.inf]
+    heapq.heapify(candidates)
+    while len(chosen) < max(len(forced[:k]), n_spread) and candidates:
+        _, key = heapq.heappop(candidates)
+        i = untaken[key].pop(0)
+        chosen.append(int(positions[i]))
+        out_scores.append(float(scores[i]))
+        taken.add(int(positions[i]))
+        on_page[key] = on_page.get(key, 0) + 1
+        if value(key) > -np.inf:
+            heapq.heappush(candidates, (-value(key), key))
+    for i in by_score:  # the rest of k: the next best nodes wherever they are
+        if len(chosen) >= k:
             break
-        if key in pages:
-            continue
-        if floor > 0 and page_score(key) < floor:
-            break  # the pages left are weak: the next best nodes fill the rest
-        best = by_page[key][0]
-        chosen.append(int(positions[best]))
-        out_scores.append(float(scores[best]))
-    if len(chosen) < k:  # the pages spread over are taken: the next best nodes fill the rest
-        taken = set(chosen)
-        for i in np.lexsort((positions, -scores)).tolist():
-            if len(chosen) >= k:
-                break
-            if int(positions[i]) not in taken:
-                chosen.append(int(positions[i]))
-                out_scores.append(float(scores[i]))
+        if int(positions[i]) not in taken:
+            chosen.append(int(positions[i]))
+            out_scores.append(float(scores[i]))
+            taken.add(int(positions[i]))
     return np.asarray(chosen, np.int64), np.asarray(out_scores, np.float32)

@@ -330,6 +330,29 @@ def test_page_ranker_spreads_over_as_many_pages_as_the_scope_holds_per_unit(inde
     assert short.tolist() == by_score[:5]
 
 
+def test_page_ranker_takes_a_page_s_second_node_when_it_outscores_a_new_page_discounted(index, doc):
+    """page_repeat: a taken page's next node competes with the pages not yet taken at its score
+    (above the scope's lowest) × page_repeat per unit already on its page; 0: one unit a page."""
+    leaves = index.leaves(doc)
+    pages = index.page_start[leaves]
+    strong, second = sorted(set(pages.tolist()), key=lambda p: -(pages == p).sum())[:2]
+    scores = np.full(leaves.size, 0.1)
+    on_strong = np.flatnonzero(pages == strong)
+    scores[on_strong[:3]] = [1.0, 0.95, 0.9]
+    scores[np.flatnonzero(pages == second)[0]] = 0.7
+
+    def ranked(repeat: float) -> list[int]:
+        relevance = RelevanceConfig(page_runners_up=0, pages_per_unit=1, page_repeat=repeat)
+        kept, _ = scoring.page_ranker(index, leaves, scores, 3, relevance=relevance)
+        return kept.tolist()
+
+    # 0.1 + 0.85 × 0.85 beats the second page's 0.7; 0.1 + 0.8 × 0.85² does not
+    assert ranked(0.85) == [leaves[on_strong[0]], leaves[on_strong[1]], ranked(0.0)[1]]
+    assert [int(index.page_start[p]) for p in ranked(0.85)] == [strong, strong, second]
+    assert len({int(index.page_start[p]) for p in ranked(0.0)}) == 3
+    assert [int(index.page_start[p]) for p in ranked(1.0)] == [strong] * 3
+
+
 def test_deepread_scan_window_and_walk_parameters_come_from_the_config(index, doc):
     narrow = deepread.DeepReadTools(index, doc, scan_window=(0, 0))
     hits = narrow.retrieve("Receptiviti score of a user", k=3)
