@@ -8,6 +8,7 @@ adds them one at a time). Node sets are numpy arrays of positions in a read mode
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 
 import numpy as np
 
@@ -168,7 +169,7 @@ class PageBudget:
     def spend(self, position: int, score: float) -> bool:
         """Take ``position`` (scored ``score``) unless the budget is spent, it is taken, or
         (spreading) its page is covered; whether it was taken."""
-        page = (int(self.index.doc[position]), int(self.index.page_start[position]))
+        page = page_of(self.index, position)
         covered = self.spread and page in self.covered
         if self.full or position in self.evidence or covered:
             return False
@@ -182,6 +183,11 @@ class PageBudget:
             if self.full:
                 break
             self.evidence.setdefault(position, score_of.get(position, 0.0))
+
+
+def page_of(index: ReadModel, position: int) -> tuple[int, int]:
+    """The (document, page) a node starts on: the unit Page_Ranker and ``PageBudget`` spread over."""
+    return int(index.doc[position]), int(index.page_start[position])
 
 
 def pages_in(index: ReadModel, positions: np.ndarray) -> int:
@@ -217,8 +223,7 @@ def page_ranker(
     by_score = np.lexsort((positions, -scores)).tolist()
     by_page: dict[tuple[int, int], list[int]] = {}
     for i in by_score:
-        key = (int(index.doc[positions[i]]), int(index.page_start[positions[i]]))
-        by_page.setdefault(key, []).append(i)
+        by_page.setdefault(page_of(index, positions[i]), []).append(i)
     per_unit = weights.pages_per_unit
     n_spread = (min(k, len(by_page) // per_unit) if per_unit else k) if weights.page_ranker else 0
     page_score = {
@@ -230,10 +235,7 @@ def page_ranker(
     taken = set(chosen)
     top = max(scores.max(initial=0.0), 1.0)
     out_scores = [top] * len(chosen)
-    on_page: dict[tuple[int, int], int] = {}
-    for p in chosen:
-        key = (int(index.doc[p]), int(index.page_start[p]))
-        on_page[key] = on_page.get(key, 0) + 1
+    on_page = Counter(page_of(index, p) for p in chosen)  # units on each page
     lowest = scores.min(initial=0.0)
     floor = weights.page_floor * max(page_score.values(), default=0.0)
     untaken = {
@@ -244,7 +246,7 @@ def page_ranker(
         """What the page's next node is worth as the next unit (-inf: not a candidate)."""
         if not untaken[key]:
             return -np.inf
-        repeats = on_page.get(key, 0)
+        repeats = on_page[key]
         if repeats == 0:
             weak = weights.page_floor > 0 and page_score[key] < floor
             return -np.inf if weak else page_score[key]
@@ -253,17 +255,18 @@ def page_ranker(
         return lowest + (scores[untaken[key][0]] - lowest) * weights.page_repeat**repeats
 
     # the best candidate first, ties by page; only the page a unit was taken from changes value
-    candidates = [(-value(key), key) for key in by_page if value(key) > -np.inf]
+    candidates = [(-worth, key) for key in by_page if (worth := value(key)) > -np.inf]
     heapq.heapify(candidates)
-    while len(chosen) < max(len(forced[:k]), n_spread) and candidates:
+    spread_to = max(len(chosen), n_spread)  # named references count among the spread units
+    while len(chosen) < spread_to and candidates:
         _, key = heapq.heappop(candidates)
         i = untaken[key].pop(0)
         chosen.append(int(positions[i]))
         out_scores.append(float(scores[i]))
         taken.add(int(positions[i]))
-        on_page[key] = on_page.get(key, 0) + 1
-        if value(key) > -np.inf:
-            heapq.heappush(candidates, (-value(key), key))
+        on_page[key] += 1
+        if (worth := value(key)) > -np.inf:
+            heapq.heappush(candidates, (-worth, key))
     for i in by_score:  # the rest of k: the next best nodes wherever they are
         if len(chosen) >= k:
             break
