@@ -58,6 +58,17 @@ def test_invalid_values_name_the_field():
         load_config(env={}, overrides={"nonsense": {"a": 1}})
 
 
+def test_page_ranker_s_shares_outside_0_1_and_negative_pages_per_unit_are_refused():
+    for field, bad in (("page_repeat", 1.5), ("page_repeat", -0.1), ("page_floor", 1.5)):
+        with pytest.raises(ConfigError, match=rf"relevance\.{field}"):
+            load_config(env={}, overrides={"relevance": {field: bad}})
+    with pytest.raises(ConfigError, match=r"relevance\.pages_per_unit"):
+        load_config(env={}, overrides={"relevance": {"pages_per_unit": -1}})
+    assert (
+        load_config(env={}, overrides={"relevance": {"page_repeat": 1}}).relevance.page_repeat == 1
+    )
+
+
 def test_set_flags_and_named_flags():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)
