@@ -189,11 +189,7 @@ def search_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRu
     trace = []
     started = time.perf_counter()
     vector = index.embed([query])[0]
-    positions = index.leaves(tools.doc)
-    scores = text_scores(index, query, positions, vector, tools.dense_weight)
-    order = np.lexsort((positions, -scores))
-    ranked = [int(positions[i]) for i in order]
-    score_of = {int(positions[i]): float(scores[i]) for i in order}
+    ranked, score_of = _scope_ranking(tools, query, vector)
     # the hits: enough to spend the budget on pages of their own where the scope has them
     hits = [(p, score_of[p]) for p in ranked[: max(k, budget)]]
     trace.append({"op": "semantic_search", "out": len(hits), "s": _since(started)})
@@ -204,8 +200,9 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
     """``graph_filter`` with the spec the question implies (``structural_spec``: pages,
     sections, tables or figures, counts), its matches ranked by their text scores to the
     question (a count keeps up to three budgets of them: counting needs them all), then
-    contextualized; a question that names no structure, or whose filter matches nothing,
-    goes to ``search_policy``."""
+    contextualized, and a budget they leave open filled from the scope's ranking as
+    ``search_policy`` ranks it; a question that names no structure, or whose filter matches
+    nothing, goes to ``search_policy``."""
     index = tools.index
     spec, count = structural_spec(query)
     if spec is None:
@@ -234,7 +231,23 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
     keep = min(matched.size, 3 * budget if count else k)
     top = np.lexsort((matched, -scores))[:keep]
     hits = [(int(matched[i]), float(scores[i])) for i in top]
-    return _contextualized(tools, query, vector, hits, max(budget, keep), trace, matches=True)
+    ranked, score_of = _scope_ranking(tools, query, vector)  # fills what the matches leave
+    return _contextualized(
+        tools, query, vector, hits, max(budget, keep), trace, ranked, score_of, matches=True
+    )
+
+
+def _scope_ranking(
+    tools: LadRagTools, query: str, vector: np.ndarray
+) -> tuple[list[int], dict[int, float]]:
+    """The scope's leaves by their text scores to the question (ties in document order), and
+    each one's score."""
+    index = tools.index
+    positions = index.leaves(tools.doc)
+    scores = text_scores(index, query, positions, vector, tools.dense_weight)
+    order = np.lexsort((positions, -scores))
+    ranked = [int(positions[i]) for i in order]
+    return ranked, {position: float(scores[i]) for position, i in zip(ranked, order, strict=True)}
 
 
 def _contextualized(
@@ -244,8 +257,8 @@ def _contextualized(
     hits: list[tuple[int, float]],
     budget: int,
     trace: list[dict],
-    ranked: list[int] | None = None,
-    score_of: dict[int, float] | None = None,
+    ranked: list[int],
+    score_of: dict[int, float],
     matches: bool = False,
 ) -> ToolRunResult:
     """Each hit, then its context (a filter's ``matches``: all of them first, then their
@@ -254,7 +267,7 @@ def _contextualized(
     add a page (``scoring.PageBudget``: in a scope with at least as many pages as hits, a unit
     on a page already covered is skipped; ``matches``, a graph filter's, are not spread: the
     filter chose their pages). A budget the hits and their context leave open goes
-    to the next of ``ranked`` (the search's order, scored by ``score_of``)."""
+    to the next of ``ranked`` (the scope's search order, scored by ``score_of``)."""
     index = tools.index
     scope = index.leaves(tools.doc)
     spent = PageBudget(index, budget, spread=not matches and pages_in(index, scope) >= len(hits))
@@ -280,8 +293,7 @@ def _contextualized(
     trace.append(
         {"op": "contextualize", "in": len(hits), "out": len(spent.evidence), "s": _since(started)}
     )
-    if ranked is not None:
-        spent.fill(ranked, score_of or {})
+    spent.fill(ranked, score_of)
     positions = list(spent.evidence)
     answer, how = reduce_answer(index, query, positions)
     return ToolRunResult(positions, [spent.evidence[p] for p in positions], answer, how, trace)

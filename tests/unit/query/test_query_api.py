@@ -404,3 +404,23 @@ def test_ladrag_offline_filters_the_graph_when_the_question_names_structure(engi
     assert [s["op"] for s in missing["trace"]] == ["graph_filter", "semantic_search",
                                                     "contextualize"]  # fmt: skip
     assert missing["trace"][0]["out"] == 0 and missing["evidence"]
+
+
+def test_ladrag_fills_the_budget_a_graph_filter_s_matches_leave_open(engine, index, doc):
+    """Real paper: "Table 3" matches a few nodes; with a budget of 12 units the matches and
+    their context come first and the rest of the budget goes to the scope's leaves in the
+    order the search ranks them (before: 4 units of 12)."""
+    question, budget = "What does Table 3 show?", 12
+    tools = ladrag.LadRagTools(index, doc, engine.config.relevance.dense_weight)
+    result = ladrag.offline_policy(tools, question, 6, budget)
+    matched, context = result.trace[0], result.trace[1]
+    assert matched["op"] == "graph_filter" and 0 < matched["out"] <= context["out"] < budget
+    assert len(result.evidence) == budget
+    assert index.node_text(result.evidence[0]).startswith("Table 3")
+    positions = index.leaves(doc)
+    vector = index.embed([question])[0]
+    scores = scoring.text_scores(index, question, positions, vector, tools.dense_weight)
+    ranked = [int(positions[i]) for i in np.lexsort((positions, -scores))]
+    head = result.evidence[: context["out"]]
+    rest = [p for p in ranked if p not in head][: budget - len(head)]
+    assert result.evidence[len(head) :] == rest
