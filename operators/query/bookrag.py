@@ -10,7 +10,10 @@ The default ``structured`` plan keeps these operators but turns the selections i
 (Select_by_Entity's subtrees, the section heading's similarity and a named modality raise a
 node's relevance instead of cutting everything else) and ends with a Page_Ranker (k nodes on k
 different pages) instead of Skyline: on MMLongBench the hard cuts and the graph criterion lost
-page recall offline (docs/results.md, PDF QA). ``plan="paper"`` runs eq. 9–10 as written.
+page recall offline (docs/results.md, PDF QA). ``plan="paper"`` runs eq. 9–10 as written. A
+global question whose kept items are fewer than k units gets the rest of k from the structured
+single-hop evidence inside its pages or sections, after them (a ``Fill`` step; its answer is
+Reduce's over the kept items).
 
 With a generative backend the classifier, the filter planner, Map and Reduce call it with JSON
 schemas: Map in one request per question (``operators.query.bookrag_map``: the sub-questions
@@ -160,7 +163,8 @@ def run(
     category = query_class or classify_query(index, query, trace.pending)
     trace.step("Classify", 1, 1, started, query_class=category)
     if category == GLOBAL:
-        result = _run_global(index, query, scope, trace)
+        result, ranged = _run_global(index, query, scope, trace)
+        _fill_global(index, query, ranged if ranged.size else scope, k, relevance, result, trace)
     else:
         questions = [query]
         if category == MULTI:
@@ -324,11 +328,16 @@ def _paper_single(
     return ranked, [merged[p] for p in ranked]
 
 
-def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -> AgentResult:
+def _run_global(
+    index: ReadModel, query: str, scope: np.ndarray, trace: Trace
+) -> tuple[AgentResult, np.ndarray]:
+    """Filters, Map's check and Reduce; and the scope as the question's ranges (pages,
+    sections) alone narrow it (the whole scope when it names none)."""
     started = time.perf_counter()
     spec = plan_global(index, query, trace.pending)
     trace.step("Plan_Filters", 1, len(spec["filters"]), started, spec=spec)
     selected = np.asarray(scope, np.int64)
+    ranged = selected
     check = None
     for f in spec["filters"]:
         started = time.perf_counter()
@@ -336,10 +345,12 @@ def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -
         before = len(selected)
         if kind == "page":
             selected = ops.filter_range(index, selected, pages=value)
+            ranged = ops.filter_range(index, ranged, pages=value)
             trace.step("Filter_Range", before, len(selected), started, pages=value)
         elif kind == "section" and value:
             sections = _sections_named(index, selected, str(value))
             selected = ops.filter_range(index, selected, sections=sections)
+            ranged = ops.filter_range(index, ranged, sections=sections)
             trace.step("Filter_Range", before, len(selected), started, sections=sections)
         elif kind in ("image", "table"):
             selected = ops.filter_modal(index, selected, kind)
@@ -381,7 +392,33 @@ def _run_global(index: ReadModel, query: str, scope: np.ndarray, trace: Trace) -
     result = _reduce(index, query, checked, trace, notes, rules, operation=operation)
     evidence = checked[:MAX_GLOBAL_EVIDENCE]
     result.evidence, result.scores = evidence, [1.0] * len(evidence)
-    return result
+    return result, ranged
+
+
+def _fill_global(
+    index: ReadModel,
+    query: str,
+    scope: np.ndarray,
+    k: int,
+    relevance: RelevanceConfig,
+    result: AgentResult,
+    trace: Trace,
+) -> None:
+    """A global question's evidence is the items its filters and check kept; where they are
+    fewer than ``k`` units, the rest of k goes, after them, to the nodes of ``scope`` (the
+    question's pages or sections where it names them) that the structured single-hop plan
+    picks (``structured_evidence``: Text_Reasoning, Page_Ranker; whatever ``plan``). The
+    answer stays the one Reduce gave from the kept items (a count counts those alone)."""
+    if len(result.evidence) >= k:
+        return
+    started = time.perf_counter()
+    ranked, ranked_scores = structured_evidence(index, [query], scope, k, relevance)
+    taken = set(result.evidence)
+    filled = [(p, s) for p, s in zip(ranked, ranked_scores, strict=True) if p not in taken]
+    for position, score in filled[: k - len(result.evidence)]:
+        result.evidence.append(position)
+        result.scores.append(score)
+    trace.step("Fill", len(scope), len(result.evidence) - len(taken), started)
 
 
 def _reduce(

@@ -116,12 +116,36 @@ def test_global_questions_count_checked_nodes(index, engine, doc):
     assert result.answer == "2"  # Figure 2's ten panels are one figure
     images = ops.filter_modal(index, index.scope(doc), "image")
     assert images.size > 2  # the bare filter count would be wrong
-    assert result.plan == ["Classify", "Plan_Filters", "Filter_Modal", "Map", "Reduce"]
+    assert result.plan == ["Classify", "Plan_Filters", "Filter_Modal", "Map", "Reduce", "Fill"]
     on_page = bookrag_agent.run(
         index, "How many tables are on page 4?", index.scope(doc), engine.walk, k=5
     )
     assert on_page.answer == "3"
-    assert {index.page_start[p] for p in on_page.evidence} == {4}
+    assert {index.page_start[p] for p in on_page.evidence[:3]} == {4}
+
+
+def test_a_global_question_s_kept_items_leave_the_rest_of_k_to_the_single_hop_ranking(
+    index, engine, doc
+):
+    """Real paper: page 4's three tables are counted; asked for k = 5 the two units they leave
+    go to the structured single-hop plan's best nodes of page 4 not among them (before: 3
+    units of 5), and the count stays 3; with k = 3 nothing is added. A question that names no
+    pages fills from the whole document."""
+    question, scope = "How many tables are on page 4?", index.scope(doc)
+    filled = bookrag_agent.run(index, question, scope, engine.walk, k=5)
+    assert filled.answer == "3" and len(filled.evidence) == 5
+    kept = filled.evidence[:3]
+    assert set(index.kind[kept]) == {"table"}
+    assert {index.page_start[p] for p in filled.evidence} == {4}
+    page_4 = ops.filter_range(index, scope, pages=(4, 4))
+    single, _ = bookrag_agent.structured_evidence(index, [question], page_4, 5, RelevanceConfig())
+    assert filled.evidence[3:] == [p for p in single if p not in kept][:2]
+    assert filled.trace[-1]["op"] == "Fill" and filled.trace[-1]["out"] == 2
+    exact = bookrag_agent.run(index, question, scope, engine.walk, k=3)
+    assert exact.answer == "3" and exact.evidence == kept and exact.plan[-1] == "Reduce"
+    figures = bookrag_agent.run(index, "How many figures are in this paper?", scope, None, k=8)
+    assert figures.answer == "2" and len(figures.evidence) == 8
+    assert len({index.page_start[p] for p in figures.evidence[2:]}) > 1
 
 
 def test_single_hop_plan_finds_the_table_page(engine):

@@ -169,7 +169,8 @@ def test_an_unusable_model_answer_falls_back_to_the_rules(paper_tables, config, 
         "Reduce",
     ]
     assert by_step["Map"][0]["error"] == "ModelError: no scripted answer for this schema"
-    assert by_step["Map"] and [s["by"] for s in result["trace"][-2:]] == ["rules", "rules"]
+    answering = [s["by"] for s in result["trace"] if s["op"] in ("Map", "Reduce")]
+    assert by_step["Map"] and answering == ["rules", "rules"]
 
 
 def test_a_failing_model_in_every_step_leaves_a_trace_entry_and_the_rules_answer(
