@@ -121,13 +121,14 @@ def method_curve(
     own (DeepRead widens each of its k hits by its scan window: about 3k; LAD-RAG spends a
     budget of ``query.ladrag_budget`` × k), read from its answer at ``k`` (``evidence``), so
     at budget n it is asked with k = ⌈n / units per k⌉, for its evidence only (no answering
-    request). The model's tokens of these extra asks (an agent's own steps) are added to
+    request); where that gives fewer than n units (a count's matches made its answer at ``k``
+    long), it is asked again with k = n. The model's tokens of these extra asks (an agent's own steps) are added to
     ``usage["curve"]`` when given."""
     per_k = max(1.0, len(evidence) / k) if evidence else 1.0
     asked: dict[int, list[dict]] = {k: evidence}
     curves: dict[str, list[float]] = {}
-    for n in CURVE_POINTS:
-        k_n = max(1, math.ceil(n / per_k - 1e-9))
+
+    def ask(k_n: int) -> list[dict]:
         if k_n not in asked:
             before = usage_tally(engine_backend(engine))
             found = engine.answer(  # evidence only: the method's own steps, no answer request
@@ -137,7 +138,14 @@ def method_curve(
             if usage is not None:
                 spent = answer_usage(found, engine_backend(engine), before)
                 usage["curve"] = add_usage(usage.get("curve"), spent)
-        point = recall_curve(question, asked[k_n][:n], n)
+        return asked[k_n]
+
+    for n in CURVE_POINTS:
+        k_n = max(1, math.ceil(n / per_k - 1e-9))
+        found = ask(k_n)
+        if len(found) < n and k_n < n:  # fewer units than the budget: asked with k = n
+            found = ask(n)
+        point = recall_curve(question, found[:n], n)
         for metric, values in point.items():
             curves.setdefault(metric, []).append(values[-1])
     return curves

@@ -59,6 +59,26 @@ def test_a_method_is_asked_with_the_k_that_makes_each_budget():
     assert curve["page_recall"] == expected and len(CURVE_POINTS) == len(expected)
 
 
+class _CountingEngine(_Engine):
+    """A count question's method: all 16 of its matches whatever k, one unit per k past
+    them."""
+
+    def answer(self, question: str, method: str, doc: str, k: int, generate: bool = True) -> dict:
+        self.asked.append(k)
+        return {"evidence": [_unit(p) for p in range(1, max(16, k) + 1)]}
+
+
+def test_a_budget_the_estimated_k_leaves_short_is_asked_again_with_k_n():
+    engine = _CountingEngine(per_k=1)
+    question = {"question": "q", "doc": "d.pdf", "evidence_pages": [18]}
+    own = engine.answer("q", "ladrag", "d.pdf", 5)["evidence"]  # 16 units at k = 5: 3.2 a k
+    engine.asked.clear()
+    curve = method_curve(engine, question, "ladrag", 5, own)
+    # budgets 1, 3, 5, 10, 15, 20 → k = 1, 1, 2, 4, (5), 7; k = 7 gives 16 of 20: k = 20
+    assert engine.asked == [1, 2, 4, 7, 20]
+    assert curve["page_recall"] == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]  # page 18: the 18th unit
+
+
 def test_baselines_are_asked_once_per_question_and_shared():
     engine = _Engine(per_k=1)
     baselines = Baselines(engine)
