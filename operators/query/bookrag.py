@@ -409,16 +409,17 @@ def _fill_global(
     question's pages or sections where it names them) that the structured single-hop plan
     picks (``structured_evidence``: Text_Reasoning, Page_Ranker; whatever ``plan``). The
     answer stays the one Reduce gave from the kept items (a count counts those alone)."""
-    if len(result.evidence) >= k:
+    kept = len(result.evidence)
+    if kept >= k:
         return
     started = time.perf_counter()
+    spent = scoring.PageBudget(index, k, spread=False)
+    for position, score in zip(result.evidence, result.scores, strict=True):
+        spent.spend(position, score)
     ranked, ranked_scores = structured_evidence(index, [query], scope, k, relevance)
-    taken = set(result.evidence)
-    filled = [(p, s) for p, s in zip(ranked, ranked_scores, strict=True) if p not in taken]
-    for position, score in filled[: k - len(result.evidence)]:
-        result.evidence.append(position)
-        result.scores.append(score)
-    trace.step("Fill", len(scope), len(result.evidence) - len(taken), started)
+    spent.fill(ranked, dict(zip(ranked, ranked_scores, strict=True)))
+    result.evidence, result.scores = list(spent.evidence), list(spent.evidence.values())
+    trace.step("Fill", len(scope), len(result.evidence) - kept, started)
 
 
 def _reduce(
