@@ -122,8 +122,8 @@ def method_curve(
     budget of ``query.ladrag_budget`` × k), read from its answer at ``k`` (``evidence``), so
     at budget n it is asked with k = ⌈n / units per k⌉, for its evidence only (no answering
     request); where that gives fewer than n units (a count's matches made its answer at ``k``
-    long), it is asked again with k = n. The model's tokens of these extra asks (an agent's own steps) are added to
-    ``usage["curve"]`` when given."""
+    long), it is asked again with k = n. The model's tokens of these extra asks (an agent's
+    own steps) are added to ``usage["curve"]`` when given."""
     per_k = max(1.0, len(evidence) / k) if evidence else 1.0
     asked: dict[int, list[dict]] = {k: evidence}
     curves: dict[str, list[float]] = {}
