@@ -155,7 +155,8 @@ class PageBudget:
     """Evidence spent unit by unit, in the order a policy values it, up to ``budget`` units;
     where ``spread`` (the scope has enough pages), a unit on a page an earlier unit covers is
     refused: it would add no page (LAD-RAG's offline policies; DeepRead's weighs a covered page
-    down instead, ``deepread.spend_by_value``; BookRAG's Page_Ranker spreads by page scores)."""
+    down instead, ``deepread.spend_by_value``; BookRAG's Page_Ranker spreads by page scores).
+    Unspread it also tops up a global question's kept items (BookRAG's ``Fill``)."""
 
     def __init__(self, index: ReadModel, budget: int, spread: bool) -> None:
         self.index, self.budget, self.spread = index, budget, spread
