@@ -130,7 +130,7 @@ def test_a_global_question_s_kept_items_leave_the_rest_of_k_to_the_single_hop_ra
     """Real paper: page 4's three tables are counted; asked for k = 5 the two units they leave
     go to the structured single-hop plan's best nodes of page 4 not among them (before: 3
     units of 5), and the count stays 3; with k = 3 nothing is added. A question that names no
-    pages fills from the whole document."""
+    pages, or pages the document lacks (page 99: a count of 0), fills from the whole document."""
     question, scope = "How many tables are on page 4?", index.scope(doc)
     filled = bookrag_agent.run(index, question, scope, engine.walk, k=5)
     assert filled.answer == "3" and len(filled.evidence) == 5
@@ -143,6 +143,9 @@ def test_a_global_question_s_kept_items_leave_the_rest_of_k_to_the_single_hop_ra
     assert filled.trace[-1]["op"] == "Fill" and filled.trace[-1]["out"] == 2
     exact = bookrag_agent.run(index, question, scope, engine.walk, k=3)
     assert exact.answer == "3" and exact.evidence == kept and exact.plan[-1] == "Reduce"
+    nowhere = bookrag_agent.run(index, "How many tables are on page 99?", scope, None, k=5)
+    assert nowhere.answer == "0" and len(nowhere.evidence) == 5  # no page 99: the document's
+    assert nowhere.trace[-1]["op"] == "Fill" and nowhere.trace[-1]["in"] == scope.size
     figures = bookrag_agent.run(index, "How many figures are in this paper?", scope, None, k=8)
     assert figures.answer == "2" and len(figures.evidence) == 8
     assert len({index.page_start[p] for p in figures.evidence[2:]}) > 1
