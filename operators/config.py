@@ -374,6 +374,17 @@ class RelevanceConfig(Section):
         "a page while spreading; 0.85 with page_runners_up 0 raises span recall on syllabi and "
         "lowers page recall on MMLongBench, docs/results.md)",
     )
+    section_first: int = Field(
+        3,
+        ge=0,
+        description="Page_Ranker and LAD-RAG's search, k at most section_window: where at "
+        "least this many of the scope's section_window best nodes sit in the best node's "
+        "section, they are the first units whatever their pages, then the rest spread (0: off; "
+        "chosen on the tuning split)",
+    )
+    section_window: int = Field(
+        5, ge=1, description="the best nodes section_first reads, and the largest k it acts on"
+    )
     pages_per_unit: int = Field(
         3,
         ge=0,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from bookindex.operators.config import RelevanceConfig
 from bookindex.operators.kinds import CAPTION, IMAGE, NODE_KINDS, STRUCTURE_KINDS, TABLE
 from bookindex.operators.models.prompts import LADRAG_ACTION_SCHEMA, LADRAG_AGENT_PROMPT, chat
 from bookindex.operators.query.bookrag_ops import reduce_answer
@@ -39,6 +40,7 @@ from bookindex.operators.query.rules import (
 from bookindex.operators.query.scoring import (
     HYBRID_DENSE_WEIGHT,
     PageBudget,
+    answer_section,
     pages_in,
     text_scores,
 )
@@ -94,11 +96,16 @@ def parse_filter_spec(spec: dict | FilterSpec) -> FilterSpec:
 
 class LadRagTools:
     def __init__(
-        self, index: ReadModel, doc: int | None = None, dense_weight: float = HYBRID_DENSE_WEIGHT
+        self,
+        index: ReadModel,
+        doc: int | None = None,
+        dense_weight: float = HYBRID_DENSE_WEIGHT,
+        relevance: RelevanceConfig | None = None,
     ) -> None:
         self.index = index
         self.doc = doc
         self.dense_weight = dense_weight  # the hybrid relevance's dense share (the rest BM25)
+        self.relevance = relevance or RelevanceConfig()
 
     def semantic_search(
         self, query: str, k: int, query_vector: np.ndarray | None = None
@@ -193,7 +200,8 @@ def search_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRu
     # the hits: enough to spend the budget on pages of their own where the scope has them
     hits = [(p, score_of[p]) for p in ranked[: max(k, budget)]]
     trace.append({"op": "semantic_search", "out": len(hits), "s": _since(started)})
-    return _contextualized(tools, query, vector, hits, budget, trace, ranked, score_of)
+    first = answer_section(ranked, tools.index, tools.relevance, k)
+    return _contextualized(tools, query, vector, hits, budget, trace, ranked, score_of, first=first)
 
 
 def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
@@ -260,6 +268,7 @@ def _contextualized(
     ranked: list[int],
     score_of: dict[int, float],
     matches: bool = False,
+    first: list[int] | tuple[int, ...] = (),
 ) -> ToolRunResult:
     """Each hit, then its context (a filter's ``matches``: all of them first, then their
     context): its caption or captioned node, referenced nodes and continuation, then its
@@ -267,7 +276,9 @@ def _contextualized(
     add a page (``scoring.PageBudget``: in a scope with at least as many pages as hits, a unit
     on a page already covered is skipped; ``matches``, a graph filter's, are not spread: the
     filter chose their pages). A budget the hits and their context leave open goes
-    to the next of ``ranked`` (the scope's search order, scored by ``score_of``)."""
+    to the next of ``ranked`` (the scope's search order, scored by ``score_of``). ``first``
+    (the search's best nodes that concentrate in one section, ``scoring.answer_section``)
+    are spent before the hits, whatever their pages."""
     index = tools.index
     scope = index.leaves(tools.doc)
     spent = PageBudget(index, budget, spread=not matches and pages_in(index, scope) >= len(hits))
@@ -275,10 +286,12 @@ def _contextualized(
     if matches:  # a filter's matches: every one before any context (counting needs them)
         for hit, score in hits:
             spent.spend(hit, score)
+    for position in first:  # the answer's section: its best nodes whatever their pages
+        spent.take(position, score_of[position])
     for hit, score in hits:
         if spent.full:
             break
-        if not spent.spend(hit, score) and spent.spread:
+        if not spent.spend(hit, score) and spent.spread and hit not in first:
             continue
         context = tools.contextualize(hit, vector)
         linked = [

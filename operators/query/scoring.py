@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 
 from bookindex.operators.config import RelevanceConfig
-from bookindex.operators.kinds import CAPTION
+from bookindex.operators.kinds import CAPTION, ROOT
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.rules import modalities
 
@@ -178,6 +178,12 @@ class PageBudget:
         self.covered.add(page)
         return True
 
+    def take(self, position: int, score: float) -> None:
+        """Take ``position`` whatever its page (not past the budget); its page is covered."""
+        if not self.full:
+            self.evidence.setdefault(position, score)
+            self.covered.add(page_of(self.index, position))
+
     def fill(self, ranked: list[int], score_of: dict[int, float]) -> None:
         """The rest of the budget from ``ranked`` whatever their pages (the pages ran out)."""
         for position in ranked:
@@ -198,6 +204,25 @@ def pages_in(index: ReadModel, positions: np.ndarray) -> int:
     return len(set(pairs))
 
 
+def answer_section(
+    ranked: list[int], index: ReadModel, relevance: RelevanceConfig, k: int
+) -> list[int]:
+    """For a budget of k ≤ ``section_window`` units: the nodes among the ``section_window``
+    best of ``ranked`` that share the best one's section, where they are at least
+    ``section_first`` (0: never). The best nodes concentrate in one section, so that section
+    holds the answer and its nodes are worth more than other pages' best; a larger budget
+    has room for the section and the pages both. Else none. A node directly under the
+    document's root has no section."""
+    if not relevance.section_first or not ranked or k > relevance.section_window:
+        return []
+    window = ranked[: relevance.section_window]
+    head = int(index.parent[window[0]])
+    if head < 0 or index.kind[head] == ROOT:
+        return []
+    members = [p for p in window if int(index.parent[p]) == head]
+    return members[:k] if len(members) >= relevance.section_first else []
+
+
 def page_ranker(
     index: ReadModel,
     positions: np.ndarray,
@@ -207,7 +232,8 @@ def page_ranker(
     relevance: RelevanceConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence that covers pages, not one page many times. ``forced`` nodes (named
-    references) come first; then, up to as many units as the scope holds ``pages_per_unit``
+    references) come first, or else the best nodes of a section they concentrate in
+    (``answer_section``, for k up to ``section_window``); then, up to as many units as the scope holds ``pages_per_unit``
     pages (at most k; 0: k), each unit is the best of: a page not yet taken, valued at its
     best node plus ``page_runners_up`` × its next two, and the next node of a page already
     taken, valued at its own score discounted by ``page_repeat`` for each unit its page
@@ -233,9 +259,12 @@ def page_ranker(
     }
 
     chosen = [int(p) for p in forced][:k]
+    if weights.page_ranker and not chosen:
+        chosen = answer_section([int(positions[i]) for i in by_score], index, weights, k)
     taken = set(chosen)
     top = max(scores.max(initial=0.0), 1.0)
-    out_scores = [top] * len(chosen)
+    score_at = dict(zip(positions.tolist(), scores.tolist(), strict=True))
+    out_scores = [score_at[p] if not forced else top for p in chosen]
     on_page = Counter(page_of(index, p) for p in chosen)  # units on each page
     lowest = scores.min(initial=0.0)
     floor = weights.page_floor * max(page_score.values(), default=0.0)

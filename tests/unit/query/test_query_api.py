@@ -317,12 +317,12 @@ def test_page_ranker_spreads_only_over_pages_near_the_best(index, doc):
     on_strong = np.flatnonzero(pages == strong)
     scores[on_strong] = np.linspace(1.0, 0.5, on_strong.size)
     scores[np.flatnonzero(pages == second)[0]] = 0.7
-    floor = RelevanceConfig(page_floor=0.6, page_runners_up=0)
+    floor = RelevanceConfig(page_floor=0.6, page_runners_up=0, section_first=0)
     kept, kept_scores = scoring.page_ranker(index, leaves, scores, 3, relevance=floor)
     assert [int(index.page_start[p]) for p in kept] == [strong, second, strong]
     assert kept_scores.tolist() == pytest.approx([1.0, 0.7, scores[on_strong[1]]])
     spread, _ = scoring.page_ranker(
-        index, leaves, scores, 3, relevance=RelevanceConfig(page_runners_up=0)
+        index, leaves, scores, 3, relevance=RelevanceConfig(page_runners_up=0, section_first=0)
     )
     assert len({int(index.page_start[p]) for p in spread}) == 3  # no floor: k pages
     assert spread[:2].tolist() == kept[:2].tolist()
@@ -341,18 +341,26 @@ def test_page_ranker_spreads_over_as_many_pages_as_the_scope_holds_per_unit(inde
     scores = np.linspace(0.5, 0.1, leaves.size)
     scores[on_strong] = np.linspace(1.0, 0.6, on_strong.size)
     by_score = leaves[np.lexsort((leaves, -scores))].tolist()
-    plain = RelevanceConfig(page_runners_up=0)
+    plain = RelevanceConfig(page_runners_up=0, section_first=0)
     kept, _ = scoring.page_ranker(index, leaves, scores, 5, relevance=plain)
     kept_pages = [int(index.page_start[p]) for p in kept]
     assert kept_pages[0] == strong and len(set(kept_pages[:3])) == 3
     assert kept[3:].tolist() == [p for p in by_score if p not in kept[:3]][:2]
     assert kept_pages[3:] == [strong, strong]
     every, _ = scoring.page_ranker(
-        index, leaves, scores, 5, relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=1)
+        index,
+        leaves,
+        scores,
+        5,
+        relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=1, section_first=0),
     )
     assert len({int(index.page_start[p]) for p in every}) == 5
     short, _ = scoring.page_ranker(
-        index, leaves, scores, 5, relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=10)
+        index,
+        leaves,
+        scores,
+        5,
+        relevance=RelevanceConfig(page_runners_up=0, pages_per_unit=10, section_first=0),
     )
     assert short.tolist() == by_score[:5]
 
@@ -369,7 +377,9 @@ def test_page_ranker_takes_a_page_s_second_node_when_it_outscores_a_new_page_dis
     scores[np.flatnonzero(pages == second)[0]] = 0.7
 
     def ranked(repeat: float) -> list[int]:
-        relevance = RelevanceConfig(page_runners_up=0, pages_per_unit=1, page_repeat=repeat)
+        relevance = RelevanceConfig(
+            page_runners_up=0, pages_per_unit=1, page_repeat=repeat, section_first=0
+        )
         kept, _ = scoring.page_ranker(index, leaves, scores, 3, relevance=relevance)
         return kept.tolist()
 
@@ -451,3 +461,69 @@ def test_ladrag_fills_the_budget_a_graph_filter_s_matches_leave_open(engine, ind
     head = result.evidence[: context["out"]]
     rest = [p for p in ranked if p not in head][: budget - len(head)]
     assert result.evidence[len(head) :] == rest
+
+
+def _section_page_with(index, doc: int, n: int) -> tuple[int, int]:
+    """A (section, page) holding at least ``n`` of the paper's leaves."""
+    leaves = index.leaves(doc)
+    pairs = list(zip(index.parent[leaves].tolist(), index.page_start[leaves].tolist(), strict=True))
+    for pair in dict.fromkeys(pairs):
+        if pairs.count(pair) >= n and index.kind[pair[0]] == "section":
+            return pair
+    raise AssertionError(f"no section holds {n} leaves on one page")
+
+
+def test_page_ranker_takes_the_answer_section_s_best_nodes_before_spreading(index, doc):
+    """section_first: where at least that many of the section_window best nodes sit in the
+    best node's section, they are the first units whatever their pages, then spreading goes
+    on over the other pages; fewer of them in the window (or 0: off): one unit a page."""
+    leaves = index.leaves(doc)
+    section, page = _section_page_with(index, doc, 3)
+    members = np.flatnonzero((index.parent[leaves] == section) & (index.page_start[leaves] == page))
+    scores = np.linspace(0.5, 0.1, leaves.size)
+    scores[index.parent[leaves] == section] = 0.0  # the section's other nodes: last
+    scores[members[:3]] = [1.0, 0.9, 0.8]
+    on = RelevanceConfig(page_runners_up=0, pages_per_unit=1, section_first=3)
+    kept, kept_scores = scoring.page_ranker(index, leaves, scores, 5, relevance=on)
+    assert kept[:3].tolist() == leaves[members[:3]].tolist()
+    assert kept_scores[:3].tolist() == pytest.approx([1.0, 0.9, 0.8])
+    rest = [int(index.page_start[p]) for p in kept[3:]]
+    assert len(set(rest)) == 2 and page not in rest  # then one unit a page not yet taken
+    off_config = RelevanceConfig(page_runners_up=0, pages_per_unit=1, section_first=0)
+    off, _ = scoring.page_ranker(index, leaves, scores, 5, relevance=off_config)
+    assert len({int(index.page_start[p]) for p in off}) == 5
+    scores[members[2]] = 0.0  # two of the five best in the section: not concentrated
+    assert (
+        scoring.answer_section(leaves[np.lexsort((leaves, -scores))].tolist(), index, on, 5) == []
+    )
+    two, _ = scoring.page_ranker(index, leaves, scores, 5, relevance=on)
+    assert len({int(index.page_start[p]) for p in two}) == 5
+
+
+def test_ladrag_search_spends_the_answer_section_before_spreading(index, doc):
+    """LAD-RAG's search path reads the same rule: the concentrated section's best nodes are
+    its first units (one page may give several), then hits and context spread by page."""
+    leaves = index.leaves(doc)
+    on = RelevanceConfig(section_first=3)
+    for question in (
+        "What datasets are used in the experiments?",
+        "How is the model trained?",
+        "What are the limitations of the method?",
+        "What related work is discussed?",
+    ):
+        vector = index.embed([question])[0]
+        scores = scoring.text_scores(index, question, leaves, vector, on.dense_weight)
+        ranked = leaves[np.lexsort((leaves, -scores))].tolist()
+        first = scoring.answer_section(ranked, index, on, 5)
+        if first:
+            break
+    else:
+        raise AssertionError("no question's best nodes concentrate in one section")
+    tools = ladrag.LadRagTools(index, doc, on.dense_weight, on)
+    result = ladrag.search_policy(tools, question, 5, 10)
+    assert result.evidence[: len(first)] == first
+    off = RelevanceConfig(section_first=0)
+    plain = ladrag.search_policy(
+        ladrag.LadRagTools(index, doc, off.dense_weight, off), question, 5, 10
+    )
+    assert plain.evidence != result.evidence

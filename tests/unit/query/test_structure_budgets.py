@@ -153,7 +153,9 @@ def test_zoom_on_one_pdf_starts_from_the_question_and_spreads_over_pages(index, 
     the question (entities alone started it elsewhere), and its units cover distinct pages."""
     from bookindex.operators.config import BookindexConfig
 
-    walk_alone = RelevanceConfig(zoom_bm25_weight=0.0)  # the seed's effect, without BM25
+    # the seed's effect, without BM25, spread by page (its best nodes share a section:
+    # section_first would take them first)
+    walk_alone = RelevanceConfig(zoom_bm25_weight=0.0, section_first=0)
     seeded = QueryEngine(
         index, BookindexConfig(walk=WalkConfig(device="cpu"), relevance=walk_alone)
     )
