@@ -232,9 +232,9 @@ def page_ranker(
     relevance: RelevanceConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence that covers pages, not one page many times. ``forced`` nodes (named
-    references) come first, or else the best nodes of a section they concentrate in
-    (``answer_section``, for k up to ``section_window``); then, up to as many units as the scope holds ``pages_per_unit``
-    pages (at most k; 0: k), each unit is the best of: a page not yet taken, valued at its
+    references) come first, or else the best nodes where they concentrate in one section
+    (``answer_section``, for k up to ``section_window``); then, up to as many units as the
+    scope holds ``pages_per_unit`` pages (at most k; 0: k), each unit is the best of: a page not yet taken, valued at its
     best node plus ``page_runners_up`` × its next two, and the next node of a page already
     taken, valued at its own score discounted by ``page_repeat`` for each unit its page
     holds (on the scale above the scope's lowest score; 0: one unit a page). The next best
@@ -259,12 +259,12 @@ def page_ranker(
     }
 
     chosen = [int(p) for p in forced][:k]
+    out_scores = [max(scores.max(initial=0.0), 1.0)] * len(chosen)  # named: first, as the best
     if weights.page_ranker and not chosen:
-        chosen = answer_section([int(positions[i]) for i in by_score], index, weights, k)
+        best = {int(positions[i]): float(scores[i]) for i in by_score[: weights.section_window]}
+        chosen = answer_section(list(best), index, weights, k)
+        out_scores = [best[p] for p in chosen]
     taken = set(chosen)
-    top = max(scores.max(initial=0.0), 1.0)
-    score_at = dict(zip(positions.tolist(), scores.tolist(), strict=True))
-    out_scores = [score_at[p] if not forced else top for p in chosen]
     on_page = Counter(page_of(index, p) for p in chosen)  # units on each page
     lowest = scores.min(initial=0.0)
     floor = weights.page_floor * max(page_score.values(), default=0.0)
