@@ -46,7 +46,12 @@ from bookindex.operators.query.documents import DocumentView
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
 from bookindex.operators.query.retrieval import Retrieval
-from bookindex.operators.query.scoring import fused_scores, fused_with_bm25, page_ranker
+from bookindex.operators.query.scoring import (
+    fused_scores,
+    fused_with_bm25,
+    page_ranker,
+    text_scores,
+)
 from bookindex.operators.query.zoom import Zoom
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
@@ -456,7 +461,9 @@ class QueryEngine:
         """Chunk-Zoom's leaves of a PDF (position: walk score) to k evidence units: the walk's
         ranking fused with BM25's by reciprocal rank at ``relevance.zoom_bm25_weight`` (0: the
         walk's scores alone), then spread over pages as BookRAG's Page_Ranker does (units on a
-        page already taken add no page)."""
+        page already taken add no page). Where Chunk-Zoom's cut (``walk.keep_fraction``) left
+        fewer leaves than k, the document's other leaves follow, by the methods' relevance
+        (``scoring.text_scores``), so that a small document still gets k units."""
         relevance = self.config.relevance
         positions = np.asarray(list(best), np.int64)
         scores = np.asarray(list(best.values()), np.float64)
@@ -465,7 +472,17 @@ class QueryEngine:
                 self.model, question, positions, scores, relevance.zoom_bm25_weight
             )
         ranked, ranked_scores = page_ranker(self.model, positions, scores, k, relevance=relevance)
-        return ranked.tolist(), ranked_scores.tolist()
+        evidence, evidence_scores = ranked.tolist(), ranked_scores.tolist()
+        if len(evidence) < k:
+            docs = np.unique(self.model.doc[positions])
+            scope = np.concatenate([self.model.leaves(int(d)) for d in docs])
+            rest = scope[~np.isin(scope, positions)]
+            vector = self.model.embed([question])[0]
+            rest_scores = text_scores(self.model, question, rest, vector, relevance.dense_weight)
+            top = np.lexsort((rest, -rest_scores))[: k - len(evidence)]
+            evidence += rest[top].tolist()
+            evidence_scores += rest_scores[top].tolist()
+        return evidence, evidence_scores
 
     def zoom_of(self, doc: int) -> Zoom:
         """ZoomRAG over document ``doc`` alone (``DocumentView.single``), on a walk engine of

@@ -173,6 +173,23 @@ def test_zoom_on_one_pdf_starts_from_the_question_and_spreads_over_pages(index, 
     assert len(pages) == len(set(pages))
 
 
+def test_zoom_on_a_pdf_spends_k_units_where_chunk_zoom_s_cut_leaves_fewer(index, doc):
+    """Chunk-Zoom keeps walk.keep_fraction of a document's leaves; asked for more units than
+    it kept, Zoom gives its walk's units first, then the document's other leaves by the
+    methods' relevance, k distinct units in all."""
+    from bookindex.operators.config import BookindexConfig
+
+    cut = QueryEngine(index, BookindexConfig(walk=WalkConfig(device="cpu", keep_fraction=0.05)))
+    k = 20
+    result = cut.answer(QUESTION, "zoom", PAPER, k=k)
+    kept = next(step["out"] for step in result["trace"] if step["op"] == "Chunk_Zoom")
+    assert 0 < kept < k <= index.leaves(doc).size
+    found = [e["node_id"] for e in result["evidence"]]
+    assert len(found) == len(set(found)) == k
+    walked = cut.answer(QUESTION, "zoom", PAPER, k=kept)["evidence"]
+    assert set(found[:kept]) == {e["node_id"] for e in walked}  # the walk's units first
+
+
 AMAZON = "How many items in total of Amazon related datasets in the paper?"
 
 
