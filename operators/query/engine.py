@@ -473,7 +473,7 @@ class QueryEngine:
             )
         ranked, ranked_scores = page_ranker(self.model, positions, scores, k, relevance=relevance)
         evidence, evidence_scores = ranked.tolist(), ranked_scores.tolist()
-        if len(evidence) < k:
+        if len(evidence) < k and positions.size:
             docs = np.unique(self.model.doc[positions])
             scope = np.concatenate([self.model.leaves(int(d)) for d in docs])
             rest = scope[~np.isin(scope, positions)]

@@ -231,19 +231,19 @@ def page_ranker(
     forced: list[int] | tuple[int, ...] = (),
     relevance: RelevanceConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Evidence that covers pages, not one page many times. ``forced`` nodes (named
-    references) come first, or else the best nodes where they concentrate in one section
-    (``answer_section``, for k up to ``section_window``); then, up to as many units as the
-    scope holds ``pages_per_unit`` pages (at most k; 0: k), each unit is the best of: a page not yet taken, valued at its
-    best node plus ``page_runners_up`` × its next two, and the next node of a page already
-    taken, valued at its own score discounted by ``page_repeat`` for each unit its page
-    holds (on the scale above the scope's lowest score; 0: one unit a page). The next best
-    nodes fill the rest of k wherever they are. Spreading over every page of a short document
-    trades the best evidence for weak pages, while a long document asked for many units still
-    gets them spread; the discount lets an answer page's second paragraph beat a weak page's
-    best (a syllabus answer's spans sit on one page). With ``page_floor`` > 0 (off by
-    default) a page scoring under that share of the best page's is not spread to. The
-    config's ``page_ranker`` off: the nodes ranked by score."""
+    """Evidence that covers pages, not one page many times. ``forced`` nodes (named references)
+    come first, or else the best nodes where they concentrate in one section
+    (``answer_section``, for k up to ``section_window``); then, up to as many units as the scope
+    holds ``pages_per_unit`` pages (at most k; 0: k), each unit is the best of: a page not yet
+    taken, valued at its best node plus ``page_runners_up`` × its next two, and the next node of
+    a page already taken, valued at its own score discounted by ``page_repeat`` for each unit
+    its page holds (on the scale above the scope's lowest score; 0: one unit a page). The next
+    best nodes fill the rest of k wherever they are. Spreading over every page of a short
+    document trades the best evidence for weak pages, while a long document asked for many units
+    still gets them spread; the discount lets an answer page's second paragraph beat a weak
+    page's best (a syllabus answer's spans sit on one page). With ``page_floor`` > 0 (off by
+    default) a page scoring under that share of the best page's is not spread to. The config's
+    ``page_ranker`` off: the nodes ranked by score."""
     weights = relevance or RelevanceConfig()
     positions = np.asarray(positions, np.int64)
     scores = np.asarray(scores, np.float64)
