@@ -38,7 +38,8 @@ def run(engine, questions: list[dict], k: int) -> list[dict]:
         row = {"id": q["id"], "names_structure": spec is not None}
         for name, policy in POLICIES.items():
             started = time.perf_counter()
-            out = policy(ladrag.LadRagTools(model, doc), q["question"], k, budget)
+            tools = ladrag.LadRagTools(model, doc, engine.config.relevance)
+            out = policy(tools, q["question"], k, budget)
             row[f"{name}_s"] = time.perf_counter() - started
             evidence = [
                 engine.evidence_row(p, s) for p, s in zip(out.evidence, out.scores, strict=True)

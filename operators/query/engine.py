@@ -336,9 +336,7 @@ class QueryEngine:
                 tools, question, k, self.config.relevance,
                 query.deepread_neighbour_share, query.deepread_page_repeat,
             )  # fmt: skip
-        tools = ladrag.LadRagTools(
-            model, doc, self.config.relevance.dense_weight, self.config.relevance
-        )
+        tools = ladrag.LadRagTools(model, doc, self.config.relevance)
         if is_generative(model.backend):
             budget = query.ladrag_budget * k
             return ladrag.agent_loop(

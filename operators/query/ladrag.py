@@ -38,7 +38,6 @@ from bookindex.operators.query.rules import (
     parse_pages,
 )
 from bookindex.operators.query.scoring import (
-    HYBRID_DENSE_WEIGHT,
     PageBudget,
     answer_section,
     pages_in,
@@ -96,16 +95,12 @@ def parse_filter_spec(spec: dict | FilterSpec) -> FilterSpec:
 
 class LadRagTools:
     def __init__(
-        self,
-        index: ReadModel,
-        doc: int | None = None,
-        dense_weight: float = HYBRID_DENSE_WEIGHT,
-        relevance: RelevanceConfig | None = None,
+        self, index: ReadModel, doc: int | None = None, relevance: RelevanceConfig | None = None
     ) -> None:
         self.index = index
         self.doc = doc
-        self.dense_weight = dense_weight  # the hybrid relevance's dense share (the rest BM25)
-        self.relevance = relevance or RelevanceConfig()
+        self.relevance = relevance or RelevanceConfig()  # the engine's: the search reads it
+        self.dense_weight = self.relevance.dense_weight  # the hybrid's dense share (rest BM25)
 
     def semantic_search(
         self, query: str, k: int, query_vector: np.ndarray | None = None

@@ -448,7 +448,7 @@ def test_ladrag_fills_the_budget_a_graph_filter_s_matches_leave_open(engine, ind
     their context come first and the rest of the budget goes to the scope's leaves in the
     order the search ranks them (before: 4 units of 12)."""
     question, budget = "What does Table 3 show?", 12
-    tools = ladrag.LadRagTools(index, doc, engine.config.relevance.dense_weight)
+    tools = ladrag.LadRagTools(index, doc, engine.config.relevance)
     result = ladrag.offline_policy(tools, question, 6, budget)
     matched, context = result.trace[0], result.trace[1]
     assert matched["op"] == "graph_filter" and 0 < matched["out"] <= context["out"] < budget
@@ -519,11 +519,9 @@ def test_ladrag_search_spends_the_answer_section_before_spreading(index, doc):
             break
     else:
         raise AssertionError("no question's best nodes concentrate in one section")
-    tools = ladrag.LadRagTools(index, doc, on.dense_weight, on)
+    tools = ladrag.LadRagTools(index, doc, on)
     result = ladrag.search_policy(tools, question, 5, 10)
     assert result.evidence[: len(first)] == first
     off = RelevanceConfig(section_first=0)
-    plain = ladrag.search_policy(
-        ladrag.LadRagTools(index, doc, off.dense_weight, off), question, 5, 10
-    )
+    plain = ladrag.search_policy(ladrag.LadRagTools(index, doc, off), question, 5, 10)
     assert plain.evidence != result.evidence
