@@ -435,7 +435,8 @@ class QueryEngine:
             for i, chunks in zip(asked, found, strict=True):
                 doc_lists[i], ranked[i] = [doc], chunks
         out = []
-        for question, doc_list, chunks, k in zip(questions, doc_lists, ranked, ks, strict=True):
+        batch = zip(questions, vectors, doc_lists, ranked, ks, strict=True)
+        for question, vector, doc_list, chunks, k in batch:
             trace = [{"op": "Doc_Zoom", "out": len(doc_list)}]
             n_chunks = sum(len(self.zoom.chunks(d)) for d in doc_list)
             if n_chunks == 0:
@@ -446,7 +447,7 @@ class QueryEngine:
             for chunk, score in chunks:
                 best.setdefault(self.model.position(chunk.node_id), score)
             if any(not self.model.documents[d].passage for d in doc_list):
-                evidence, scores = self._pdf_evidence(question, best, k)
+                evidence, scores = self._pdf_evidence(question, vector, best, k)
             else:
                 evidence = list(best)[:k]
                 scores = [best[p] for p in evidence]
@@ -454,14 +455,15 @@ class QueryEngine:
         return out
 
     def _pdf_evidence(
-        self, question: str, best: dict[int, float], k: int
+        self, question: str, vector: np.ndarray, best: dict[int, float], k: int
     ) -> tuple[list[int], list[float]]:
         """Chunk-Zoom's leaves of a PDF (position: walk score) to k evidence units: the walk's
         ranking fused with BM25's by reciprocal rank at ``relevance.zoom_bm25_weight`` (0: the
         walk's scores alone), then spread over pages as BookRAG's Page_Ranker does (units on a
         page already taken add no page). Where Chunk-Zoom's cut (``walk.keep_fraction``) left
         fewer leaves than k, the document's other leaves follow, by the methods' relevance
-        (``scoring.text_scores``), so that a small document still gets k units."""
+        (``scoring.text_scores``, with the question's ``vector``), so that a small document
+        still gets k units."""
         relevance = self.config.relevance
         positions = np.asarray(list(best), np.int64)
         scores = np.asarray(list(best.values()), np.float64)
@@ -475,7 +477,6 @@ class QueryEngine:
             docs = np.unique(self.model.doc[positions])
             scope = np.concatenate([self.model.leaves(int(d)) for d in docs])
             rest = scope[~np.isin(scope, positions)]
-            vector = self.model.embed([question])[0]
             rest_scores = text_scores(self.model, question, rest, vector, relevance.dense_weight)
             top = np.lexsort((rest, -rest_scores))[: k - len(evidence)]
             evidence += rest[top].tolist()

@@ -100,7 +100,6 @@ class LadRagTools:
         self.index = index
         self.doc = doc
         self.relevance = relevance or RelevanceConfig()  # the engine's: the search reads it
-        self.dense_weight = self.relevance.dense_weight  # the hybrid's dense share (rest BM25)
 
     def semantic_search(
         self, query: str, k: int, query_vector: np.ndarray | None = None
@@ -230,7 +229,7 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
         result.trace[:0] = trace
         return result
     vector = index.embed([query])[0]
-    scores = text_scores(index, query, matched, vector, tools.dense_weight)
+    scores = text_scores(index, query, matched, vector, tools.relevance.dense_weight)
     keep = min(matched.size, 3 * budget if count else k)
     top = np.lexsort((matched, -scores))[:keep]
     hits = [(int(matched[i]), float(scores[i])) for i in top]
@@ -247,7 +246,7 @@ def _scope_ranking(
     each one's score."""
     index = tools.index
     positions = index.leaves(tools.doc)
-    scores = text_scores(index, query, positions, vector, tools.dense_weight)
+    scores = text_scores(index, query, positions, vector, tools.relevance.dense_weight)
     order = np.lexsort((positions, -scores))
     ranked = [int(positions[i]) for i in order]
     return ranked, {position: float(scores[i]) for position, i in zip(ranked, order, strict=True)}

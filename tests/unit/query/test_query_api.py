@@ -456,7 +456,7 @@ def test_ladrag_fills_the_budget_a_graph_filter_s_matches_leave_open(engine, ind
     assert index.node_text(result.evidence[0]).startswith("Table 3")
     positions = index.leaves(doc)
     vector = index.embed([question])[0]
-    scores = scoring.text_scores(index, question, positions, vector, tools.dense_weight)
+    scores = scoring.text_scores(index, question, positions, vector, tools.relevance.dense_weight)
     ranked = [int(positions[i]) for i in np.lexsort((positions, -scores))]
     head = result.evidence[: context["out"]]
     rest = [p for p in ranked if p not in head][: budget - len(head)]
