@@ -41,6 +41,7 @@ from bookindex.operators.query.scoring import (
     PageBudget,
     answer_section,
     pages_in,
+    scented_text_scores,
     text_scores,
 )
 
@@ -242,11 +243,11 @@ def offline_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolR
 def _scope_ranking(
     tools: LadRagTools, query: str, vector: np.ndarray
 ) -> tuple[list[int], dict[int, float]]:
-    """The scope's leaves by their text scores to the question (ties in document order), and
-    each one's score."""
+    """The scope's leaves by their text scores to the question with their section title's
+    scent (``scoring.scented_text_scores``; ties in document order), and each one's score."""
     index = tools.index
     positions = index.leaves(tools.doc)
-    scores = text_scores(index, query, positions, vector, tools.relevance.dense_weight)
+    scores = scented_text_scores(index, query, positions, vector, tools.relevance)
     order = np.lexsort((positions, -scores))
     ranked = [int(positions[i]) for i in order]
     return ranked, {position: float(scores[i]) for position, i in zip(ranked, order, strict=True)}
@@ -270,7 +271,10 @@ def _contextualized(
     add a page (``scoring.PageBudget``: in a scope with at least as many pages as hits, a unit
     on a page already covered is skipped; ``matches``, a graph filter's, are not spread: the
     filter chose their pages). A budget the hits and their context leave open goes
-    to the next of ``ranked`` (the scope's search order, scored by ``score_of``). ``first``
+    to the next of ``ranked`` (the scope's search order, scored by ``score_of``): first, where
+    spreading, to those on pages not yet covered while the scope has pages to give (up to its
+    pages // ``relevance.pages_per_unit``, as Page_Ranker spreads), then whatever their pages.
+    ``first``
     (the search's best nodes that concentrate in one section, ``scoring.answer_section``)
     are spent before the hits, whatever their pages."""
     index = tools.index
@@ -300,6 +304,10 @@ def _contextualized(
     trace.append(
         {"op": "contextualize", "in": len(hits), "out": len(spent.evidence), "s": _since(started)}
     )
+    # the budget left: more pages from the ranking while the scope has them to give (up to
+    # its pages // pages_per_unit, as Page_Ranker spreads), then the best nodes wherever
+    per_unit = tools.relevance.pages_per_unit
+    spent.spread_to(ranked, score_of, pages_in(index, scope) // per_unit if per_unit else budget)
     spent.fill(ranked, score_of)
     positions = list(spent.evidence)
     answer, how = reduce_answer(index, query, positions)

@@ -116,6 +116,24 @@ def section_scent(index: ReadModel, positions: np.ndarray, query_vector: np.ndar
     return minmax(index.vectors[heads] @ np.asarray(query_vector, np.float32)).astype(np.float32)
 
 
+def scented_text_scores(
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray,
+    relevance: RelevanceConfig,
+) -> np.ndarray:
+    """``text_scores`` plus ``relevance.section_scent`` × the section title's scent
+    (``section_scent``): the methods' relevance read with the tree, as BookRAG's
+    Text_Reasoning reads it (LAD-RAG's search ranking)."""
+    positions = np.asarray(positions, np.int64)
+    scores = text_scores(index, query, positions, query_vector, relevance.dense_weight)
+    if positions.size == 0 or not relevance.section_scent:
+        return scores
+    scent = section_scent(index, positions, query_vector)
+    return (scores + relevance.section_scent * scent).astype(np.float32)
+
+
 def modal_scent(index: ReadModel, positions: np.ndarray, question: str) -> np.ndarray:
     """1 for nodes of a modality the question names (and for captions), else 0: Filter_Modal
     as a preference for single-hop questions rather than a hard filter."""
@@ -177,6 +195,17 @@ class PageBudget:
         self.evidence[position] = score
         self.covered.add(page)
         return True
+
+    def spread_to(self, ranked: list[int], score_of: dict[int, float], pages: int) -> None:
+        """Where spreading: the next of ``ranked`` on pages not yet covered, until ``pages``
+        pages are covered or the budget is spent (a top-up that keeps adding pages where the
+        scope has more to give, before ``fill`` spends the rest whatever their pages)."""
+        if not self.spread:
+            return
+        for position in ranked:
+            if self.full or len(self.covered) >= pages:
+                break
+            self.spend(position, score_of.get(position, 0.0))
 
     def take(self, position: int, score: float) -> None:
         """Take ``position`` whatever its page (not past the budget); its page is covered."""

@@ -456,7 +456,7 @@ def test_ladrag_fills_the_budget_a_graph_filter_s_matches_leave_open(engine, ind
     assert index.node_text(result.evidence[0]).startswith("Table 3")
     positions = index.leaves(doc)
     vector = index.embed([question])[0]
-    scores = scoring.text_scores(index, question, positions, vector, tools.relevance.dense_weight)
+    scores = scoring.scented_text_scores(index, question, positions, vector, tools.relevance)
     ranked = [int(positions[i]) for i in np.lexsort((positions, -scores))]
     head = result.evidence[: context["out"]]
     rest = [p for p in ranked if p not in head][: budget - len(head)]
@@ -512,7 +512,7 @@ def test_ladrag_search_spends_the_answer_section_before_spreading(index, doc):
         "What related work is discussed?",
     ):
         vector = index.embed([question])[0]
-        scores = scoring.text_scores(index, question, leaves, vector, on.dense_weight)
+        scores = scoring.scented_text_scores(index, question, leaves, vector, on)
         ranked = leaves[np.lexsort((leaves, -scores))].tolist()
         first = scoring.answer_section(ranked, index, on, 5)
         if first:
@@ -525,3 +525,70 @@ def test_ladrag_search_spends_the_answer_section_before_spreading(index, doc):
     off = RelevanceConfig(section_first=0)
     plain = ladrag.search_policy(ladrag.LadRagTools(index, doc, off), question, 5, 10)
     assert plain.evidence != result.evidence
+
+
+def test_ladrag_search_ranks_with_the_section_title_s_scent(index, doc):
+    """LAD-RAG's search ranks the leaves by their text scores plus the section title's scent
+    (BookRAG's weight, ``relevance.section_scent``): asked about each section of the paper by
+    its title, more of that section's leaves are among the five best than by text scores
+    alone; with the weight 0 the two rankings are one."""
+    leaves = index.leaves(doc)
+    parents = index.parent[leaves]
+    sections = sorted({int(p) for p in parents if p >= 0 and index.kind[p] == "section"})
+    assert len(sections) > 10
+    relevance = RelevanceConfig()
+    in_section = {"text": 0, "scented": 0}
+    for section in sections:
+        question = f"What does the section {index.node_text(section)} say?"
+        vector = index.embed([question])[0]
+        text = scoring.text_scores(index, question, leaves, vector, relevance.dense_weight)
+        scented = scoring.scented_text_scores(index, question, leaves, vector, relevance)
+        for name, scores in (("text", text), ("scented", scented)):
+            top = leaves[np.lexsort((leaves, -scores))][:5]
+            in_section[name] += int((index.parent[top] == section).sum())
+        unscented = RelevanceConfig(section_scent=0)
+        plain = scoring.scented_text_scores(index, question, leaves, vector, unscented)
+        assert plain.tolist() == text.tolist()
+    assert in_section["scented"] > 1.2 * in_section["text"]
+
+
+def test_page_budget_spreads_to_more_pages_before_filling_wherever(index, doc):
+    """``PageBudget.spread_to``: the next of a ranking on pages not yet covered, up to a number
+    of pages; then ``fill`` spends the rest on the ranking's best wherever; unspread: nothing."""
+    leaves = index.leaves(doc)
+    pages = index.page_start[leaves]
+    busiest = int(np.bincount(pages).argmax())
+    ranked = leaves[pages == busiest].tolist() + leaves[pages != busiest].tolist()
+    spent = scoring.PageBudget(index, 6, spread=True)
+    spent.spend(ranked[0], 1.0)
+    spent.spread_to(ranked, {}, 4)
+    taken = list(spent.evidence)
+    assert len(taken) == 4 and len({int(index.page_start[p]) for p in taken}) == 4
+    new_pages = list(dict.fromkeys(int(index.page_start[p]) for p in ranked[1:]))
+    expected = [next(p for p in ranked if index.page_start[p] == page) for page in new_pages]
+    assert taken[1:] == [p for p in expected if index.page_start[p] != busiest][:3]
+    spent.fill(ranked, {})
+    assert list(spent.evidence)[4:] == ranked[1:3]  # then the best nodes, wherever
+    unspread = scoring.PageBudget(index, 6, spread=False)
+    unspread.spread_to(ranked, {}, 4)
+    assert not unspread.evidence
+
+
+def test_ladrag_s_top_up_adds_pages_up_to_the_scope_s_pages_per_unit(index, doc):
+    """Real paper, 9 pages, budget 8: with one page a unit (``pages_per_unit`` 1) what the hits
+    and their context leave goes to new pages, so every unit is on a page of its own; with the
+    default 3 (3 pages) the top-up spends the ranking's best nodes wherever, on fewer pages."""
+    questions = (
+        "How is the model trained?",
+        "What are the limitations of the method?",
+        "What is the main contribution?",
+    )
+    spread_pages, default_pages = [], []
+    for pages_per_unit, out in ((1, spread_pages), (3, default_pages)):
+        relevance = RelevanceConfig(pages_per_unit=pages_per_unit, section_first=0)
+        for question in questions:
+            result = ladrag.search_policy(ladrag.LadRagTools(index, doc, relevance), question, 4, 8)
+            assert len(result.evidence) == 8
+            out.append(len({int(index.page_start[p]) for p in result.evidence}))
+    assert spread_pages == [8, 8, 8]
+    assert all(3 <= n < 8 for n in default_pages)
