@@ -346,7 +346,12 @@ class RelevanceConfig(Section):
         description="dense share; BM25 has the rest (chosen on the tuning split, with BM25 "
         "reading the headings)",
     )
-    section_scent: float = Field(0.3, ge=0, description="weight of the section-title scent")
+    section_scent: float = Field(
+        0.3,
+        ge=0,
+        description="weight of the section-title scent (BookRAG's Text_Reasoning, LAD-RAG's "
+        "search ranking)",
+    )
     modal_scent: float = Field(0.2, ge=0, description="weight of the table/figure scent")
     entity_scent: float = Field(0.2, ge=0, description="bonus inside Select_by_Entity subtrees")
     named_references: bool = Field(
@@ -389,7 +394,8 @@ class RelevanceConfig(Section):
         3,
         ge=0,
         description="Page_Ranker spreads over the scope's pages // this (at most k; 0: k), "
-        "the next best nodes filling the rest of k",
+        "the next best nodes filling the rest of k; LAD-RAG's top-up adds new pages up to as "
+        "many (0: its budget)",
     )
     zoom_bm25_weight: float = Field(
         0.5,

@@ -184,9 +184,10 @@ class LadRagTools:
 
 
 def search_policy(tools: LadRagTools, query: str, k: int, budget: int) -> ToolRunResult:
-    """Search, then contextualize: semantic_search top-k; each hit brings its caption/captioned
-    node, referenced nodes and continuation, then its closest community member; the budget caps
-    the evidence (hits rank first)."""
+    """Search, then contextualize: the scope's leaves ranked by the hybrid relevance and their
+    section title's scent (``_scope_ranking``), its best as hits; each hit brings its
+    caption/captioned node, referenced nodes and continuation, then its closest community
+    member; the budget caps the evidence (``_contextualized``)."""
     index = tools.index
     trace = []
     started = time.perf_counter()
@@ -270,16 +271,16 @@ def _contextualized(
     closest community member; until ``budget`` units, spent where they
     add a page (``scoring.PageBudget``: in a scope with at least as many pages as hits, a unit
     on a page already covered is skipped; ``matches``, a graph filter's, are not spread: the
-    filter chose their pages). A budget the hits and their context leave open goes
-    to the next of ``ranked`` (the scope's search order, scored by ``score_of``): first, where
+    filter chose their pages). A budget the hits and their context leave open goes to the
+    next of ``ranked`` (the scope's search order, scored by ``score_of``): first, where
     spreading, to those on pages not yet covered while the scope has pages to give (up to its
     pages // ``relevance.pages_per_unit``, as Page_Ranker spreads), then whatever their pages.
-    ``first``
-    (the search's best nodes that concentrate in one section, ``scoring.answer_section``)
-    are spent before the hits, whatever their pages."""
+    ``first`` (the search's best nodes that concentrate in one section,
+    ``scoring.answer_section``) are spent before the hits, whatever their pages."""
     index = tools.index
     scope = index.leaves(tools.doc)
-    spent = PageBudget(index, budget, spread=not matches and pages_in(index, scope) >= len(hits))
+    scope_pages = pages_in(index, scope)
+    spent = PageBudget(index, budget, spread=not matches and scope_pages >= len(hits))
     started = time.perf_counter()
     if matches:  # a filter's matches: every one before any context (counting needs them)
         for hit, score in hits:
@@ -307,7 +308,7 @@ def _contextualized(
     # the budget left: more pages from the ranking while the scope has them to give (up to
     # its pages // pages_per_unit, as Page_Ranker spreads), then the best nodes wherever
     per_unit = tools.relevance.pages_per_unit
-    spent.spread_to(ranked, score_of, pages_in(index, scope) // per_unit if per_unit else budget)
+    spent.spread_to(ranked, score_of, scope_pages // per_unit if per_unit else budget)
     spent.fill(ranked, score_of)
     positions = list(spent.evidence)
     answer, how = reduce_answer(index, query, positions)
