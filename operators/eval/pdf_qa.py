@@ -27,6 +27,8 @@ import math
 import time
 from typing import TextIO
 
+import numpy as np
+
 from bookindex.operators.eval.answer_judge import AnswerScorer
 from bookindex.operators.eval.progress import Progress
 from bookindex.operators.eval.qa_metrics import page_metrics, span_recall
@@ -37,6 +39,8 @@ PAGE_KEYS = ("page_recall", "perfect_recall", "irrelevant_page_ratio")
 BASELINES = ("dense", "hybrid")
 CURVE_UNITS = 20
 CURVE_POINTS = (1, 3, 5, 10, 15, 20)  # the budgets each method is asked at for its curve
+MARGIN_RESAMPLES = 2000  # paired bootstrap of a method's margin over a baseline, per budget
+MARGIN_SEED = 0
 
 
 def score_unit_list(question: dict, evidence: list[dict], answer: str | None = None) -> dict:
@@ -253,6 +257,9 @@ def summarise_pdf(rows: list[dict]) -> dict:
                 out.setdefault(name, {})[metric] = [
                     sum(values) / len(found) for values in zip(*found, strict=True)
                 ]
+    margins = curve_margins(rows)
+    if margins:
+        out["curve_margin"] = margins
     out["answerable"] = sum(1 for r in rows if "page_recall" in r)
     out["errors"] = sum(1 for r in rows if r["error"])
     out["fallbacks"] = sum(len(r.get("fallbacks", [])) for r in rows)
@@ -261,6 +268,37 @@ def summarise_pdf(rows: list[dict]) -> dict:
     out["seconds_per_query"] = mean("seconds") or 0.0
     out["seconds"] = seconds_spread([r["seconds"] for r in rows if "seconds" in r])
     out["per_document"] = per_document(rows)
+    return out
+
+
+def curve_margins(rows: list[dict]) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """The method's margin over each baseline at each budget of ``CURVE_POINTS``, paired by
+    question: the mean of (method's recall − the baseline's at the same n units) and its 95 %
+    percentile bootstrap interval (``MARGIN_RESAMPLES`` resamples of the questions, seeded:
+    the same rows give the same interval). {metric: {baseline: [{mean, low, high}, ...]}}."""
+    out: dict[str, dict[str, list[dict[str, float]]]] = {}
+    columns = [n - 1 for n in CURVE_POINTS]
+    for metric in ("page_recall", "span_recall"):
+        for name in BASELINES:
+            paired = [
+                (r["curve"][metric], r[f"{name}_curve"][metric])
+                for r in rows
+                if metric in r.get("curve", {}) and metric in r.get(f"{name}_curve", {})
+            ]
+            if not paired:
+                continue
+            method = np.asarray([m for m, _ in paired], np.float64)
+            baseline = np.asarray([b for _, b in paired], np.float64)[:, columns]
+            diffs = method - baseline  # questions × budgets
+            rng = np.random.default_rng(MARGIN_SEED)
+            picks = rng.integers(0, len(diffs), (MARGIN_RESAMPLES, len(diffs)))
+            resampled = np.sort(diffs[picks].mean(axis=1), axis=0)  # resamples × budgets
+            low = resampled[int(0.025 * (MARGIN_RESAMPLES - 1))]
+            high = resampled[int(math.ceil(0.975 * (MARGIN_RESAMPLES - 1)))]
+            out.setdefault(metric, {})[name] = [
+                {"mean": float(m), "low": float(lo), "high": float(hi)}
+                for m, lo, hi in zip(diffs.mean(axis=0), low, high, strict=True)
+            ]
     return out
 
 
@@ -434,4 +472,33 @@ def curve_tables(metrics: dict[str, dict]) -> list[str]:
         for name, curve in rows.items():
             cells = " | ".join(f"{100 * value:.1f}" for value in curve)
             lines.append(f"| {name} | {cells} |")
+        lines += margin_table(metrics, metric)
+    return lines
+
+
+def margin_table(metrics: dict[str, dict], metric: str) -> list[str]:
+    """Each method's margin over each baseline at the curve's budgets, in points: the mean
+    paired difference and its 95 % bootstrap interval (``curve_margins``)."""
+    found = [
+        (method, name, values)
+        for method, m in metrics.items()
+        for name, values in m.get("curve_margin", {}).get(metric, {}).items()
+    ]
+    if not found:
+        return []
+    header = " | ".join(f"{n}" for n in CURVE_POINTS)
+    lines = [
+        "",
+        f"{metric.replace('_', ' ')}: each method's margin over a baseline at n units, in "
+        "points, paired by question (mean, and its 95 % bootstrap interval):",
+        "",
+        f"| method − baseline | {header} |",
+        "|---|" + "---|" * len(CURVE_POINTS),
+    ]
+    for method, name, values in found:
+        cells = " | ".join(
+            f"{100 * v['mean']:+.1f} ({100 * v['low']:+.1f}, {100 * v['high']:+.1f})"
+            for v in values
+        )
+        lines.append(f"| {method} − {name} | {cells} |")
     return lines

@@ -13,6 +13,7 @@ from bookindex.jobs.evaluate import split_questions
 from bookindex.operators.eval.pdf_qa import (
     CURVE_POINTS,
     Baselines,
+    curve_tables,
     method_curve,
     recall_curve,
     summarise_pdf,
@@ -112,3 +113,37 @@ def test_the_split_keeps_whole_documents_on_one_side(tmp_path):
         split_questions(questions, str(path), "dev")
     with pytest.raises(ValueError, match="both"):
         split_questions(questions, None, "tune")
+
+
+def _row(method: list[float], baseline_at_points: list[float]) -> dict:
+    """A question's row: the method's curve over CURVE_POINTS, and a baseline curve over 1..20
+    holding ``baseline_at_points`` at those budgets (and junk elsewhere, which must not be read)."""
+    baseline = [9.0] * 20
+    for n, value in zip(CURVE_POINTS, baseline_at_points, strict=True):
+        baseline[n - 1] = value
+    return {
+        "seconds": 0.0,
+        "error": None,
+        "curve": {"span_recall": method},
+        "hybrid_curve": {"span_recall": baseline},
+        "dense_curve": {"span_recall": baseline},
+    }
+
+
+def test_margins_pair_each_question_with_the_baseline_at_the_same_units():
+    """The margin over a baseline at n units is the mean of the per-question differences at n
+    (the baseline read at its n-th unit), with a seeded 95 % bootstrap interval: a constant
+    difference has no spread; a mixed one an interval around its mean, the same on every call."""
+    constant = [_row([0.5] * 6, [0.25] * 6) for _ in range(10)]
+    margin = summarise_pdf(constant)["curve_margin"]["span_recall"]["hybrid"]
+    assert [m["mean"] for m in margin] == pytest.approx([0.25] * 6)
+    assert all(m["low"] == pytest.approx(m["mean"]) == pytest.approx(m["high"]) for m in margin)
+    mixed = [_row([1.0] * 6, [0.0] * 6)] * 3 + [_row([0.0] * 6, [1.0] * 6)] * 2
+    mixed += [_row([0.5] * 6, [0.5] * 6)] * 5
+    first = summarise_pdf(mixed)["curve_margin"]["span_recall"]["hybrid"]
+    assert first[2]["mean"] == pytest.approx(0.1)  # (3 − 2) / 10
+    assert first[2]["low"] < 0.1 < first[2]["high"] and first[2]["low"] < 0 < first[2]["high"]
+    assert summarise_pdf(mixed)["curve_margin"]["span_recall"]["hybrid"] == first
+    metrics = {"zoom": summarise_pdf(mixed)}
+    table = "\n".join(curve_tables(metrics))
+    assert "| zoom − hybrid | +10.0 (" in table and "| zoom − dense |" in table
