@@ -292,7 +292,9 @@ def curve_margins(rows: list[dict]) -> dict[str, dict[str, list[dict[str, float]
             diffs = method - baseline  # questions × budgets
             rng = np.random.default_rng(MARGIN_SEED)
             picks = rng.integers(0, len(diffs), (MARGIN_RESAMPLES, len(diffs)))
-            resampled = np.sort(diffs[picks].mean(axis=1), axis=0)  # resamples × budgets
+            resampled = np.sort(  # resamples × budgets, one budget at a time (memory)
+                np.stack([column[picks].mean(axis=1) for column in diffs.T], axis=1), axis=0
+            )
             low = resampled[int(0.025 * (MARGIN_RESAMPLES - 1))]
             high = resampled[int(math.ceil(0.975 * (MARGIN_RESAMPLES - 1)))]
             out.setdefault(metric, {})[name] = [
