@@ -288,7 +288,7 @@ def curve_margins(rows: list[dict]) -> dict[str, dict[str, list[dict[str, float]
             if not paired:
                 continue
             method = np.asarray([m for m, _ in paired], np.float64)
-            baseline = np.asarray([b for _, b in paired], np.float64)[:, columns]
+            baseline = np.asarray([[b[c] for c in columns] for _, b in paired], np.float64)
             diffs = method - baseline  # questions × budgets
             rng = np.random.default_rng(MARGIN_SEED)
             picks = rng.integers(0, len(diffs), (MARGIN_RESAMPLES, len(diffs)))
