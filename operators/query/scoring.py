@@ -127,11 +127,24 @@ def scented_text_scores(
     (``section_scent``): the methods' relevance read with the tree, as BookRAG's
     Text_Reasoning reads it (LAD-RAG's search ranking)."""
     positions = np.asarray(positions, np.int64)
-    scores = text_scores(index, query, positions, query_vector, relevance.dense_weight)
-    if positions.size == 0 or not relevance.section_scent:
-        return scores
-    scent = section_scent(index, positions, query_vector)
-    return (scores + relevance.section_scent * scent).astype(np.float32)
+    if positions.size == 0:
+        return np.zeros(0, np.float32)
+    return _scented(index, query, positions, query_vector, relevance).astype(np.float32)
+
+
+def _scented(
+    index: ReadModel,
+    query: str,
+    positions: np.ndarray,
+    query_vector: np.ndarray,
+    relevance: RelevanceConfig,
+) -> np.ndarray:
+    """The hybrid relevance plus the section scent, in float64 (the sum
+    ``scented_text_scores`` and ``structured_relevance`` both start from)."""
+    score = text_scores(index, query, positions, query_vector, relevance.dense_weight)
+    score = score.astype(np.float64)
+    score += relevance.section_scent * section_scent(index, positions, query_vector)
+    return score
 
 
 def modal_scent(index: ReadModel, positions: np.ndarray, question: str) -> np.ndarray:
@@ -160,9 +173,7 @@ def structured_relevance(
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float32)
-    score = text_scores(index, question, positions, query_vector, weights.dense_weight)
-    score = score.astype(np.float64)
-    score += weights.section_scent * section_scent(index, positions, query_vector)
+    score = _scented(index, question, positions, query_vector, weights)
     score += weights.modal_scent * modal_scent(index, positions, question)
     if entity_region is not None and entity_region.size:
         score += weights.entity_scent * np.isin(positions, entity_region)
