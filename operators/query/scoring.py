@@ -124,26 +124,13 @@ def scented_text_scores(
     relevance: RelevanceConfig,
 ) -> np.ndarray:
     """``text_scores`` plus ``relevance.section_scent`` × the section title's scent
-    (``section_scent``): the methods' relevance read with the tree, as BookRAG's
-    Text_Reasoning reads it (LAD-RAG's search ranking)."""
+    (``section_scent``), in float64: the methods' relevance read with the tree (LAD-RAG's
+    search ranking; BookRAG's ``structured_relevance`` adds its other scents to it)."""
     positions = np.asarray(positions, np.int64)
-    if positions.size == 0:
-        return np.zeros(0, np.float32)
-    return _scented(index, query, positions, query_vector, relevance).astype(np.float32)
-
-
-def _scented(
-    index: ReadModel,
-    query: str,
-    positions: np.ndarray,
-    query_vector: np.ndarray,
-    relevance: RelevanceConfig,
-) -> np.ndarray:
-    """The hybrid relevance plus the section scent, in float64 (the sum
-    ``scented_text_scores`` and ``structured_relevance`` both start from)."""
     score = text_scores(index, query, positions, query_vector, relevance.dense_weight)
     score = score.astype(np.float64)
-    score += relevance.section_scent * section_scent(index, positions, query_vector)
+    if positions.size:
+        score += relevance.section_scent * section_scent(index, positions, query_vector)
     return score
 
 
@@ -173,7 +160,7 @@ def structured_relevance(
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
         return np.zeros(0, np.float32)
-    score = _scented(index, question, positions, query_vector, weights)
+    score = scented_text_scores(index, question, positions, query_vector, weights)
     score += weights.modal_scent * modal_scent(index, positions, question)
     if entity_region is not None and entity_region.size:
         score += weights.entity_scent * np.isin(positions, entity_region)
