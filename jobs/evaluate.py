@@ -25,8 +25,8 @@ processed), runs every question through each method in batches, and writes per m
 ``results_<method>.jsonl`` (one line per question: ranked passage ids and scores, gold ids,
 recall@k) plus ``metrics.json``, ``summary.md`` with recall@2/5/10 side by side, and
 ``report.html``: plots of the figures of ``metrics.json``, drawn from it (recall against the
-units spent per method with the baselines' beside it, per-document scores for PDF QA, seconds
-per question).
+units spent per method with the baselines' beside it and, for PDF QA, each method's margin over
+them with its interval and the per-document scores; seconds per question).
 Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
 
 The summary says what each method saw (``operators.query.registry``: its ``sees``), which

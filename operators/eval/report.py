@@ -8,6 +8,8 @@ PDF QA (``operators.eval.pdf_qa.summarise_pdf``'s metrics per method):
   ``pdf_qa.CURVE_POINTS`` (solid) beside dense's and hybrid's top n, n = 1 … 20 (dashed,
   dotted), and the method as run (the units it returned on average, its recall: a square)
   beside each baseline asked for as many units (its own square);
+- each method's margin over each baseline at those budgets, paired by question, with its 95 %
+  bootstrap interval (``margins_table``: above, below or holding 0);
 - recall per document (``per_document``) and method, dense's and hybrid's at the same units
   beside it;
 - seconds per question per method: the mean, the median and the 90th percentile (``seconds``);
@@ -42,7 +44,8 @@ STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#1d1d1f}
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
 .panels{display:flex;flex-wrap:wrap;gap:1em}svg{background:#fff;border:1px solid #ddd}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .5em;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#666}"""
+th:first-child,td:first-child{text-align:left}.note{color:#666}
+td.above{background:#e3f4e5}td.below{background:#fbe3e1}"""
 
 
 def y_of(value: float, height: int = HEIGHT) -> float:
@@ -324,6 +327,32 @@ def answers_table(metrics: dict[str, dict]) -> str:
     return f"<table><tr><th>method</th>{head}</tr>{''.join(rows)}</table>"
 
 
+def margins_table(metrics: dict[str, dict], metric: str) -> str:
+    """Each method's margin over each baseline at the curve's budgets (``curve_margin`` of
+    ``pdf_qa.curve_margins``), in points: the mean paired difference and its 95 % bootstrap
+    interval. A cell whose interval lies above 0 is marked ``above``, below 0 ``below``, one
+    holding 0 ``either`` (the questions cannot tell the two apart); each carries its figures
+    (``data-value``, ``data-low``, ``data-high``: shares, as in ``metrics.json``). Empty where
+    no method has margins."""
+    rows = []
+    for method, m in metrics.items():
+        for name, values in m.get("curve_margin", {}).get(metric, {}).items():
+            cells = []
+            for n, v in zip(CURVE_POINTS, values, strict=True):
+                side = "above" if v["low"] > 0 else "below" if v["high"] < 0 else "either"
+                cells.append(
+                    f'<td class="{side}" data-method="{escape(method)}" '
+                    f'data-baseline="{escape(name)}" data-units="{n}" data-value="{v["mean"]}" '
+                    f'data-low="{v["low"]}" data-high="{v["high"]}">'
+                    f"{100 * v['mean']:+.1f} ({100 * v['low']:+.1f}, {100 * v['high']:+.1f})</td>"
+                )
+            rows.append(f"<tr><td>{escape(method)} − {escape(name)}</td>{''.join(cells)}</tr>")
+    if not rows:
+        return ""
+    head = "".join(f"<th>{n}</th>" for n in CURVE_POINTS)
+    return f"<table><tr><th>method − baseline, at n units</th>{head}</tr>{''.join(rows)}</table>"
+
+
 def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
     """The report of ``metrics`` (``metrics.json`` as read back) for ``kind`` (PDF or PASSAGE)."""
     if kind == PDF:
@@ -343,6 +372,15 @@ def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
                     "many units.</p>",
                     units_panels(metrics, metric),
                 ]
+                margins = margins_table(metrics, metric)
+                if margins:
+                    sections += [
+                        f'<p class="note">{name.capitalize()}: each method\'s margin over each '
+                        "baseline at n units, in points, paired by question: the mean and its "
+                        "95 % bootstrap interval (green: the interval above 0; red: below; "
+                        "uncoloured: it holds 0, the questions cannot tell them apart).</p>",
+                        margins,
+                    ]
         sections += [
             "<h2>Answers</h2>",
             '<p class="note">EM/F1 after answer extraction, inclusion accuracy and the '

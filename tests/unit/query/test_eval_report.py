@@ -115,3 +115,29 @@ def test_the_report_draws_the_figures_of_metrics_json(evaluated):
             if tag == "line" and a["data-method"] == method
         }
         assert ticks == pytest.approx({k: m["seconds"][k] for k in ("p50", "p90")}, abs=1e-6)
+
+
+def test_the_report_tables_each_margin_with_its_interval(evaluated):
+    """The margin table holds every method's paired margin over every baseline at the curve's
+    budgets as ``metrics.json`` has it, each cell marked by where its interval lies."""
+    _, metrics = evaluated
+    parser = Marks()
+    parser.feed(report_html(metrics, PDF, "questions.jsonl"))
+    cells = [a for tag, a in parser.marks if tag == "td" and "data-baseline" in a]
+    assert len(cells) == len(METHODS) * len(BASELINES) * len(CURVE_POINTS)
+    sides = set()
+    for cell in cells:
+        margin = metrics[cell["data-method"]]["curve_margin"]["page_recall"]
+        expected = margin[cell["data-baseline"]][CURVE_POINTS.index(int(cell["data-units"]))]
+        low, high = float(cell["data-low"]), float(cell["data-high"])
+        assert float(cell["data-value"]) == pytest.approx(expected["mean"], abs=1e-9)
+        assert (low, high) == pytest.approx((expected["low"], expected["high"]), abs=1e-9)
+        assert low <= float(cell["data-value"]) <= high
+        side = "above" if low > 0 else "below" if high < 0 else "either"
+        assert cell["class"] == side
+        sides.add(side)
+    assert "either" in sides  # a handful of questions: some margins cannot be told from 0
+    no_margins = {
+        m: {k: v for k, v in e.items() if k != "curve_margin"} for m, e in metrics.items()
+    }
+    assert "data-baseline" not in report_html(no_margins, PDF, "questions.jsonl")
