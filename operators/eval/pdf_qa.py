@@ -498,9 +498,11 @@ def margin_table(metrics: dict[str, dict], metric: str) -> list[str]:
         "|---|" + "---|" * len(CURVE_POINTS),
     ]
     for method, name, values in found:
-        cells = " | ".join(
-            f"{100 * v['mean']:+.1f} ({100 * v['low']:+.1f}, {100 * v['high']:+.1f})"
-            for v in values
-        )
+        cells = " | ".join(margin_text(v) for v in values)
         lines.append(f"| {method} − {name} | {cells} |")
     return lines
+
+
+def margin_text(margin: dict[str, float]) -> str:
+    """One margin of ``curve_margins`` in points: "+1.0 (-1.9, +4.1)" (mean, interval)."""
+    return f"{100 * margin['mean']:+.1f} ({100 * margin['low']:+.1f}, {100 * margin['high']:+.1f})"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from bookindex.operators.eval.pdf_qa import BASELINES, CURVE_POINTS
+from bookindex.operators.eval.pdf_qa import BASELINES, CURVE_POINTS, margin_text
 
 PDF, PASSAGE = "pdf", "passage"
 WIDTH, HEIGHT = 300, 200  # one panel, pixels
@@ -344,7 +344,7 @@ def margins_table(metrics: dict[str, dict], metric: str) -> str:
                     f'<td class="{side}" data-method="{escape(method)}" '
                     f'data-baseline="{escape(name)}" data-units="{n}" data-value="{v["mean"]}" '
                     f'data-low="{v["low"]}" data-high="{v["high"]}">'
-                    f"{100 * v['mean']:+.1f} ({100 * v['low']:+.1f}, {100 * v['high']:+.1f})</td>"
+                    f"{margin_text(v)}</td>"
                 )
             rows.append(f"<tr><td>{escape(method)} − {escape(name)}</td>{''.join(cells)}</tr>")
     if not rows:
