@@ -410,6 +410,13 @@ class RelevanceConfig(Section):
         "it (a paragraph under 'Grading' is found by a question about grading); off: its own "
         "words, as the hybrid baseline always reads it (chosen on the tuning split)",
     )
+    bm25_scope: Literal["document", "index"] = Field(
+        "document",
+        description="the statistics BM25 scores a question asked of one PDF by (term rarity, "
+        "average length): that document's own nodes (its evidence then does not depend on what "
+        "else the index holds), or the whole index's; the methods' BM25 and the hybrid "
+        "baseline's alike; a passage corpus and a question over the whole index use the index's",
+    )
     bm25_b: float = Field(
         METHODS_BM25_B,
         ge=0,

@@ -127,7 +127,9 @@ class DocumentView:
         """The view of document ``doc`` alone: its chunks as document 0 and only its own
         entities (the columns renumbered; names are linked against these alone). The graph a
         question asked of that one document walks, so that its evidence does not depend on
-        the other documents of the index (their vectors, their entities, their names)."""
+        the other documents of the index (their vectors, their entities, their names; its own
+        entities are as the index resolved them, across documents: an alias another document
+        gave one of them stays)."""
         own = self.doc_entity[doc].indices
         column = np.full(len(self.entity_ids), -1, np.int64)
         column[own] = np.arange(len(own))

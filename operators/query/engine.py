@@ -81,6 +81,7 @@ class QueryEngine:
         self.config = config or BookindexConfig()
         model.bm25_headings = self.config.relevance.bm25_headings
         model.bm25_b = self.config.relevance.bm25_b
+        model.bm25_scope = self.config.relevance.bm25_scope
         self.graph_dir = graph_dir if self.config.walk.keep_graph else None
         model.store_dir = Path(self.graph_dir) if self.graph_dir is not None else None
         self.walk = walk or make_engine(self.config.walk)
@@ -411,9 +412,10 @@ class QueryEngine:
         walk's ranking fused with BM25's at ``relevance.zoom_bm25_weight``, then spread over
         pages by Page_Ranker: ``_pdf_evidence``). A question asked of
         one document walks that document's own graph (``zoom_of``: its vector, its entities,
-        the query's links to them) and takes its chunks from it, so its evidence does not
-        depend on the other documents of the index. Per question: (evidence positions,
-        scores) and its trace."""
+        the query's links to them) and takes its chunks from it, and BM25 reads that
+        document's statistics (``relevance.bm25_scope``), so its evidence does not depend on
+        the other documents' text (only on how the index resolved its entities across
+        documents). Per question: (evidence positions, scores) and its trace."""
         vectors = self.model.embed(questions)
         doc_lists: list[list[int]] = [[] for _ in questions]
         ranked: list[list] = [[] for _ in questions]

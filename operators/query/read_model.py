@@ -66,6 +66,7 @@ COLUMNS: dict[str, list[str]] = {
     "communities": ["node_id", "community"],
 }
 EMBED_CACHE = 4096  # texts whose vectors the read model keeps (the oldest go first)
+DOC_BM25_KEPT = 64  # one-document BM25 indexes the read model keeps (_document_bm25)
 
 # Columns an index built by an older job lacks; the reader leaves them out there (the view
 # then says what to do: ``operators.query.documents.StaleIndexError``).
@@ -168,11 +169,15 @@ class ReadModel:
     _linker: EntityLinker | None = None
     bm25_headings: bool = True  # the methods' BM25 reads headings (relevance.bm25_headings)
     bm25_b: float = METHODS_BM25_B  # the methods' BM25 length normalisation (relevance.bm25_b)
+    bm25_scope: str = "document"  # whose statistics score one PDF's nodes (relevance.bm25_scope)
     store_dir: Path | None = None  # where the BM25 indexes are kept (operators.query.bm25_store)
     lexical_sources: dict[str, str] = field(default_factory=dict)  # index → "read" | "built"
     _lexical: Bm25 | None = None  # the nodes' own words (the hybrid baseline's)
     _lexical_in_context: Bm25 | None = None  # with their section headings (the methods')
     _lexical_in_context_b: float | None = None  # the b it was built with
+    # (document, headings, b) → that PDF's own BM25, least recently used first
+    _doc_lexical: dict[tuple[int, bool, float], Bm25] = field(default_factory=dict)
+    _doc_lexical_lock: threading.Lock = field(default_factory=threading.Lock)
     _embedded: dict[str, np.ndarray] = field(default_factory=dict)  # text → unit vector
     _embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -303,17 +308,64 @@ class ReadModel:
     def lexical_scores(
         self, query: str, positions: np.ndarray, headings: bool = True
     ) -> np.ndarray:
-        """BM25 over every node's title, text and summary (one index for the whole corpus);
-        with ``headings`` (the methods' relevance), each node's text is read after the titles
-        of the sections above it (``heading_paths``), so that a paragraph under "Grading" is
-        found by a question about grading although its own words never say it. Without, the
-        node's own words alone (the ``hybrid`` baseline: plain chunks; every caller when
-        ``bm25_headings`` is off, as ``relevance.bm25_headings`` sets it). The index with
-        headings normalises lengths by ``bm25_b`` (``relevance.bm25_b``), the other by bm25s's
-        default. An index whose nodes sit under no section (a passage corpus) holds one index
-        for both: the baseline's."""
-        lexical = self._bm25_in_context() if headings and self.bm25_headings else self._bm25()
+        """BM25 over every node's title, text and summary; with ``headings`` (the methods'
+        relevance), each node's text is read after the titles of the sections above it
+        (``heading_paths``), so that a paragraph under "Grading" is found by a question about
+        grading although its own words never say it. Without, the node's own words alone (the
+        ``hybrid`` baseline: plain chunks; every caller when ``bm25_headings`` is off, as
+        ``relevance.bm25_headings`` sets it). The index with headings normalises lengths by
+        ``bm25_b`` (``relevance.bm25_b``), the other by bm25s's default. An index whose nodes
+        sit under no section (a passage corpus) holds one index for both: the baseline's.
+
+        Whose statistics (``bm25_scope``, ``relevance.bm25_scope``): where ``positions`` lie in
+        one PDF and the scope is ``document``, that document's own BM25 (its nodes' term
+        rarities and lengths: ``_document_bm25``), so that a question asked of one PDF gets the
+        same scores whatever else the index holds; else one index for the whole corpus."""
+        positions = np.asarray(positions, np.int64)
+        in_context = headings and self.bm25_headings
+        doc = self._one_pdf(positions)
+        if doc is not None:
+            lo, _ = self.doc_range(doc)
+            return self._document_bm25(doc, in_context).scores(query)[positions - lo]
+        lexical = self._bm25_in_context() if in_context else self._bm25()
         return lexical.scores(query)[positions]
+
+    def _one_pdf(self, positions: np.ndarray) -> int | None:
+        """The PDF all ``positions`` lie in, where BM25 reads one document's statistics (None
+        where the index holds that PDF alone: its statistics are the index's, whose BM25 is
+        kept beside the index)."""
+        if self.bm25_scope != "document" or positions.size == 0:
+            return None
+        doc = int(self.doc[positions[0]])
+        if self.documents[doc].passage or not np.all(self.doc[positions] == doc):
+            return None
+        return None if self.doc_range(doc) == (0, self.n_nodes) else doc
+
+    def _document_bm25(self, doc: int, in_context: bool) -> Bm25:
+        """BM25 over one document's nodes (in document order, as ``scope`` gives them), read
+        as the whole index's of the same kind reads them; the latest ``DOC_BM25_KEPT`` kept
+        (built on first use: MMLongBench's 10-K of 4,857 nodes in about 0.2 s)."""
+        b = self.bm25_b if in_context else DEFAULT_B
+        key = (doc, in_context, b)
+        with self._doc_lexical_lock:
+            found = self._doc_lexical.pop(key, None)
+            if found is not None:
+                self._doc_lexical[key] = found  # most recently used last
+                return found
+        lo, hi = self.doc_range(doc)
+        paths = self.heading_paths(doc) if in_context else [""] * (hi - lo)
+        if in_context and not any(paths):  # no sections: one index for both, the baseline's
+            return self._document_bm25(doc, False)
+        texts = [
+            f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
+            for i, path in zip(range(lo, hi), paths, strict=True)
+        ]
+        bm25 = Bm25(texts, b)
+        with self._doc_lexical_lock:
+            self._doc_lexical[key] = bm25
+            while len(self._doc_lexical) > DOC_BM25_KEPT:
+                del self._doc_lexical[next(iter(self._doc_lexical))]
+        return bm25
 
     def _bm25(self) -> Bm25:
         if self._lexical is None:
@@ -343,10 +395,10 @@ class ReadModel:
         self.lexical_sources[name] = how
         return bm25
 
-    def heading_paths(self) -> list[str]:
-        """Per node, the titles of the sections above it, outermost first, one per line (the
-        document's root, its title, left out: every node of the document shares it); empty
-        for nodes under no section."""
+    def heading_paths(self, doc: int | None = None) -> list[str]:
+        """Per node (of document ``doc``, or of the index), the titles of the sections above
+        it, outermost first, one per line (the document's root, its title, left out: every
+        node of the document shares it); empty for nodes under no section."""
         titled: dict[int, str] = {}  # section position → its path including itself
 
         def path_of(section: int) -> str:
@@ -358,7 +410,7 @@ class ReadModel:
                 titled[section] = "\n".join(t for t in (above, own) if t)
             return titled[section]
 
-        return [path_of(int(self.parent[i])) for i in range(self.n_nodes)]
+        return [path_of(int(self.parent[i])) for i in self.scope(doc)]
 
     # ---- layout graph -------------------------------------------------------------------------
     def neighbours(self, position: int) -> list[tuple[int, str, str]]:

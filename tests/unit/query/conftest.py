@@ -72,8 +72,13 @@ def index_pdfs(paths: list[str]) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def paper_tables(shared_data) -> IndexTables:
-    return tables_of(index_pdfs([str(shared_data / "mmlongbench" / "documents" / PAPER)]))
+def paper_rows(shared_data) -> list[dict]:
+    return index_pdfs([str(shared_data / "mmlongbench" / "documents" / PAPER)])
+
+
+@pytest.fixture(scope="session")
+def paper_tables(paper_rows) -> IndexTables:
+    return tables_of(paper_rows)
 
 
 @pytest.fixture(scope="session")
