@@ -26,7 +26,9 @@ processed), runs every question through each method in batches, and writes per m
 recall@k) plus ``metrics.json``, ``summary.md`` with recall@2/5/10 side by side, and
 ``report.html``: plots of the figures of ``metrics.json``, drawn from it (recall against the
 units spent per method with the baselines' beside it and, for PDF QA, each method's margin over
-them with its interval and the per-document scores; seconds per question).
+them with its interval and the per-document scores; seconds per question). For PDF QA with a
+``--split`` file that names each document's kind, ``summary.md`` and ``metrics.json`` also hold
+each method's figures per kind of document (``per_kind``).
 Passage recall@k = |gold ∩ top-k| / |gold|, averaged over questions.
 
 The summary says what each method saw (``operators.query.registry``: its ``sees``), which
@@ -101,6 +103,20 @@ def split_questions(questions: list[dict], split: str | None, part: str | None) 
     if not docs:
         raise KeyError(f"no documents in part {part!r} of {split}")
     return [q for q in questions if q["doc"] in docs]
+
+
+def document_kinds(split: str) -> dict[str, str]:
+    """Each document's kind where the split file names kinds (``{"mmlongbench": {"kinds":
+    {"paper": [...], "filing": [...]}, ...}}``, every set's together); {} where it names none."""
+    with open(split, encoding="utf-8") as handle:
+        sets = json.load(handle)
+    return {
+        doc: kind
+        for value in sets.values()
+        if isinstance(value, dict)
+        for kind, docs in (value.get("kinds") or {}).items()
+        for doc in docs
+    }
 
 
 def parse_methods(value: str | None, kind: str, err: TextIO | None = None) -> list[str] | None:
@@ -408,6 +424,7 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
         Baselines,
         evaluate_pdf_method,
         pdf_markdown,
+        per_kind,
         summarise_pdf,
     )
     from bookindex.pipelines.index_pipeline import run_index
@@ -455,6 +472,10 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
         if before is not None and after is not None:
             judge_tokens[method] = {key: after[key] - before[key] for key in after}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
+    kinds = document_kinds(args.split) if args.split else {}
+    for method, method_rows in rows.items():
+        if kinds:  # figures per kind of document, as held-back documents of a kind are read
+            metrics[method]["per_kind"] = per_kind(method_rows, kinds)
     for method, used in judge_tokens.items():  # the judge's own, apart from the method's
         metrics[method]["judge_tokens"] = used
     report = pdf_markdown(metrics, args.questions)

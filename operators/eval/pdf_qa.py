@@ -18,7 +18,9 @@ budgets of ``CURVE_POINTS`` (1, 3, 5, 10, 15, 20) and scored on the first n unit
 (a method that returns more than k units spends only the first n); so "at equal units" is read
 at every budget, not only at the method's own. The summary also holds what the report
 (``operators.eval.report``) draws beside them: per-document scores and the spread of the
-seconds per question.
+seconds per question; where the documents have kinds (a split file's ``kinds``: paper, filing,
+report, ...), the same scores per kind (``per_kind``), as held-back documents of those kinds are
+read.
 """
 
 from __future__ import annotations
@@ -352,18 +354,34 @@ def per_document(rows: list[dict]) -> dict[str, dict]:
     """Per document: questions, answerable ones, and the means over its questions that have
     each of page and span recall (the method's and each baseline's at the same units), units
     and seconds per question."""
+    return {
+        doc: _group_means([r for r in rows if r.get("doc") == doc])
+        for doc in sorted({r["doc"] for r in rows if "doc" in r})
+    }
+
+
+def per_kind(rows: list[dict], kinds: dict[str, str]) -> dict[str, dict]:
+    """Per kind of document (``kinds``: file name → kind; a document it does not name:
+    "other"): its documents, and ``per_document``'s means over the kind's questions."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if "doc" in row:
+            groups.setdefault(kinds.get(row["doc"], "other"), []).append(row)
+    return {
+        kind: {"documents": len({r["doc"] for r in mine}), **_group_means(mine)}
+        for kind, mine in sorted(groups.items())
+    }
+
+
+def _group_means(rows: list[dict]) -> dict:
     keys = [f"{p}{m}" for m in ("page_recall", "span_recall") for p in ("", "dense_", "hybrid_")]
-    out: dict[str, dict] = {}
-    for doc in sorted({r["doc"] for r in rows if "doc" in r}):
-        mine = [r for r in rows if r.get("doc") == doc]
-        entry: dict = {"questions": len(mine), "answerable": sum("page_recall" in r for r in mine)}
-        for key in (*keys, "n_units", "seconds"):
-            values = [r[key] for r in mine if key in r]
-            if values:
-                name = "seconds_per_query" if key == "seconds" else key
-                entry[name] = sum(values) / len(values)
-        out[doc] = entry
-    return out
+    entry: dict = {"questions": len(rows), "answerable": sum("page_recall" in r for r in rows)}
+    for key in (*keys, "n_units", "seconds"):
+        values = [r[key] for r in rows if key in r]
+        if values:
+            name = "seconds_per_query" if key == "seconds" else key
+            entry[name] = sum(values) / len(values)
+    return entry
 
 
 def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
@@ -397,6 +415,7 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     lines += answer_table(metrics)
     lines += curve_tables(metrics)
+    lines += kind_table(metrics)
     lines += ["", "Model calls that fell back to the rules (each is in the answer's trace):", ""]
     lines += [
         f"- {method}: {m.get('fallbacks', 0)} in {m.get('answers_with_fallback', 0)} of "
@@ -404,6 +423,30 @@ def pdf_markdown(metrics: dict[str, dict], questions: str) -> str:
         for method, m in metrics.items()
     ]
     return "\n".join(lines) + "\n"
+
+
+def kind_table(metrics: dict[str, dict]) -> list[str]:
+    """Each method's figures per kind of document (``per_kind``), at its own budget beside the
+    baselines at the same units; nothing where the documents have no kinds."""
+    if not any(m.get("per_kind") for m in metrics.values()):
+        return []
+    lines = [
+        "",
+        "By kind of document (the split file's kinds), each method at its own budget beside the "
+        "baselines at the same units:",
+        "",
+        "| method | kind | documents | questions | units | page recall | dense | hybrid "
+        "| span recall | dense span | hybrid span |",
+        "|---|" + "---|" * 10,
+    ]
+    keys = [f"{p}{m}" for m in ("page_recall", "span_recall") for p in ("", "dense_", "hybrid_")]
+    for method, m in metrics.items():
+        for kind, entry in m.get("per_kind", {}).items():
+            cells = [str(entry["documents"]), str(entry["questions"])]
+            cells.append(f"{entry['n_units']:.1f}" if "n_units" in entry else "–")
+            cells += [f"{100 * entry[k]:.1f}" if k in entry else "–" for k in keys]
+            lines.append(f"| {method} | {kind} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def answer_table(metrics: dict[str, dict]) -> list[str]:

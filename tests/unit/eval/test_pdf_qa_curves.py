@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bookindex.jobs.evaluate import split_questions
+from bookindex.jobs.evaluate import document_kinds, split_questions
 from bookindex.operators.eval.pdf_qa import (
     CURVE_POINTS,
     Baselines,
     curve_tables,
+    kind_table,
     method_curve,
+    per_kind,
     recall_curve,
     summarise_pdf,
 )
@@ -113,6 +115,39 @@ def test_the_split_keeps_whole_documents_on_one_side(tmp_path):
         split_questions(questions, str(path), "dev")
     with pytest.raises(ValueError, match="both"):
         split_questions(questions, None, "tune")
+
+
+def test_the_figures_are_read_per_kind_of_document_where_the_split_names_kinds(tmp_path):
+    split = REPO / "benchmarks" / "pdf_qa_split.json"
+    kinds = document_kinds(str(split))
+    parts = json.loads(split.read_text())["mmlongbench"]
+    assert set(kinds) == set(parts["tune"]) | set(parts["report"])  # every PDF has its kind
+    assert kinds["3M_2018_10K.pdf"] == "filing" and kinds["2303.05039v2.pdf"] == "paper"
+    rows = [
+        {"doc": "3M_2018_10K.pdf", "page_recall": 1.0, "dense_page_recall": 0.5, "n_units": 5},
+        {"doc": "AMAZON_2017_10K.pdf", "page_recall": 0.0, "dense_page_recall": 0.5, "n_units": 5},
+        {"doc": "2303.05039v2.pdf", "page_recall": 0.5, "dense_page_recall": 1.0, "n_units": 3},
+        {"doc": "2303.05039v2.pdf", "n_units": 4},  # unanswerable: no page recall
+        {"doc": "elsewhere.pdf", "span_recall": 0.25, "n_units": 5},
+    ]
+    found = per_kind(rows, kinds)
+    assert list(found) == ["filing", "other", "paper"]
+    assert found["filing"] == {
+        "documents": 2,
+        "questions": 2,
+        "answerable": 2,
+        "page_recall": 0.5,
+        "dense_page_recall": 0.5,
+        "n_units": 5.0,
+    }
+    assert found["paper"]["answerable"] == 1 and found["paper"]["n_units"] == 3.5
+    table = kind_table({"bookrag": {"per_kind": found}})
+    assert "| bookrag | filing | 2 | 2 | 5.0 | 50.0 | 50.0 | – | – | – | – |" in table
+    assert "| bookrag | other | 1 | 1 | 5.0 | – | – | – | 25.0 | – | – |" in table
+    assert kind_table({"bookrag": {}}) == []  # no kinds, no table
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps({"set": {"tune": ["a.pdf"], "report": ["b.pdf"]}}))
+    assert document_kinds(str(path)) == {}
 
 
 def _row(method: list[float], baseline_at_points: list[float]) -> dict:
