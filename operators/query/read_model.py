@@ -355,12 +355,13 @@ class ReadModel:
         lo, hi = self.doc_range(doc)
         paths = self.heading_paths(doc) if in_context else [""] * (hi - lo)
         if in_context and not any(paths):  # no sections: one index for both, the baseline's
-            return self._document_bm25(doc, False)
-        texts = [
-            f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
-            for i, path in zip(range(lo, hi), paths, strict=True)
-        ]
-        bm25 = Bm25(texts, b)
+            bm25 = self._document_bm25(doc, False)
+        else:
+            texts = [
+                f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
+                for i, path in zip(range(lo, hi), paths, strict=True)
+            ]
+            bm25 = Bm25(texts, b)
         with self._doc_lexical_lock:
             self._doc_lexical[key] = bm25
             while len(self._doc_lexical) > DOC_BM25_KEPT:
