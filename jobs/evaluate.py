@@ -473,8 +473,8 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
             judge_tokens[method] = {key: after[key] - before[key] for key in after}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
     kinds = document_kinds(args.split) if args.split else {}
-    for method, method_rows in rows.items():
-        if kinds:  # figures per kind of document, as held-back documents of a kind are read
+    if kinds:  # figures per kind of document, as held-back documents of a kind are read
+        for method, method_rows in rows.items():
             metrics[method]["per_kind"] = per_kind(method_rows, kinds)
     for method, used in judge_tokens.items():  # the judge's own, apart from the method's
         metrics[method]["judge_tokens"] = used
