@@ -11,7 +11,7 @@ PDF QA (``operators.eval.pdf_qa.summarise_pdf``'s metrics per method):
 - each method's margin over each baseline at those budgets, paired by question, with its 95 %
   bootstrap interval (``margins_table``: above, below or holding 0);
 - recall per document (``per_document``) and method, dense's and hybrid's at the same units
-  beside it;
+  beside it; where the documents have kinds, the same per kind of document (``kinds_table``);
 - seconds per question per method: the mean, the median and the 90th percentile (``seconds``);
 - the answer metrics per method (``answers_table``): EM, F1, inclusion, the judge's accuracy
   ("not computed" without a judge) and the answering model's tokens per question ("not
@@ -353,6 +353,53 @@ def margins_table(metrics: dict[str, dict], metric: str) -> str:
     return f"<table><tr><th>method − baseline, at n units</th>{head}</tr>{''.join(rows)}</table>"
 
 
+def kinds_table(metrics: dict[str, dict]) -> str:
+    """Each method's recall per kind of document (``per_kind`` of ``pdf_qa.per_kind``) beside
+    each baseline's at the same units; a method's cell is marked ``above`` where it is above
+    both baselines, ``below`` where under either; each carries its figure (``data-value``,
+    ``data-kind``, ``data-method``, ``data-of``). Empty where no method has kinds."""
+    rows = []
+    for method, m in metrics.items():
+        for kind, entry in m.get("per_kind", {}).items():
+            metric = "page_recall" if "page_recall" in entry else "span_recall"
+            if metric not in entry:
+                continue
+            own = entry[metric]
+            baselines = [entry.get(f"{b}_{metric}") for b in BASELINES]
+            known = [v for v in baselines if v is not None]
+            side = (
+                "above"
+                if all(own > v for v in known)
+                else "below"
+                if any(own < v for v in known)
+                else "either"
+            )
+            cells = [
+                f'<td class="{side}" data-kind="{escape(kind)}" data-method="{escape(method)}" '
+                f'data-of="{escape(method)}" data-metric="{metric}" data-value="{own}">'
+                f"{100 * own:.1f}</td>"
+            ]
+            for name, value in zip(BASELINES, baselines, strict=True):
+                shown = "–" if value is None else f"{100 * value:.1f}"
+                data = "" if value is None else f' data-value="{value}"'
+                cells.append(
+                    f'<td data-kind="{escape(kind)}" data-method="{escape(name)}" '
+                    f'data-of="{escape(method)}" data-metric="{metric}"{data}>{shown}</td>'
+                )
+            rows.append(
+                f"<tr><td>{escape(method)}</td><td>{escape(kind)}</td>"
+                f"<td>{entry['documents']}</td><td>{entry['questions']}</td>"
+                f"<td>{METRICS[metric]}</td>{''.join(cells)}</tr>"
+            )
+    if not rows:
+        return ""
+    head = "".join(f"<th>{escape(b)}</th>" for b in BASELINES)
+    return (
+        "<table><tr><th>method</th><th>kind</th><th>documents</th><th>questions</th>"
+        f"<th>metric</th><th>method's</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
     """The report of ``metrics`` (``metrics.json`` as read back) for ``kind`` (PDF or PASSAGE)."""
     if kind == PDF:
@@ -392,6 +439,15 @@ def report_html(metrics: dict[str, dict], kind: str, questions: str) -> str:
             "of units (grey), over the document's questions with that gold.</p>",
             documents_chart(metrics),
         ]
+        kinds = kinds_table(metrics)
+        if kinds:
+            sections += [
+                "<h2>Recall per kind of document</h2>",
+                '<p class="note">The split file\'s kinds of document: each method at its own '
+                "budget beside the baselines asked for the same units (green: above both; red: "
+                "under either).</p>",
+                kinds,
+            ]
         title = "PDF QA evaluation"
     else:
         keys = [

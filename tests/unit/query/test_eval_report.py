@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
+from bookindex.jobs.evaluate import document_kinds
 from bookindex.operators.eval.pdf_qa import (
     BASELINES,
     CURVE_POINTS,
     evaluate_pdf_method,
+    per_kind,
     summarise_pdf,
 )
 from bookindex.operators.eval.report import PDF, report_html, y_of
 from tests.conftest import PAPER
 
+REPO = Path(__file__).resolve().parents[3]
 K = 5
 METHODS = ("bookrag", "ladrag")
 
@@ -141,3 +145,30 @@ def test_the_report_tables_each_margin_with_its_interval(evaluated):
         m: {k: v for k, v in e.items() if k != "curve_margin"} for m, e in metrics.items()
     }
     assert "data-baseline" not in report_html(no_margins, PDF, "questions.jsonl")
+
+
+def test_the_report_tables_each_method_per_kind_of_document(evaluated):
+    """Where the split names each document's kind, the report holds each method's recall per
+    kind beside the baselines', as ``pdf_qa.per_kind`` computes it from the answers' rows."""
+    rows, metrics = evaluated
+    kinds = document_kinds(str(REPO / "benchmarks" / "pdf_qa_split.json"))
+    with_kinds = {m: dict(e, per_kind=per_kind(rows[m], kinds)) for m, e in metrics.items()}
+    parser = Marks()
+    parser.feed(report_html(json.loads(json.dumps(with_kinds)), PDF, "questions.jsonl"))
+    cells = [a for tag, a in parser.marks if tag == "td" and "data-kind" in a]
+    assert len(cells) == len(METHODS) * (1 + len(BASELINES))
+    for cell in cells:
+        assert cell["data-kind"] == "paper"  # the test paper's kind in the split
+        entry = with_kinds[cell["data-of"]]["per_kind"]["paper"]
+        who = cell["data-method"]
+        key = "page_recall" if who == cell["data-of"] else f"{who}_page_recall"
+        assert float(cell["data-value"]) == pytest.approx(entry[key], abs=1e-9)
+        assert entry[key] == pytest.approx(metrics[cell["data-of"]]["per_document"][PAPER][key])
+        if who == cell["data-of"]:
+            baselines = [entry[f"{b}_page_recall"] for b in BASELINES]
+            above, below = (
+                all(entry[key] > v for v in baselines),
+                any(entry[key] < v for v in baselines),
+            )
+            assert cell["class"] == ("above" if above else "below" if below else "either")
+    assert "per kind of document" not in report_html(metrics, PDF, "questions.jsonl")
