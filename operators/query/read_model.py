@@ -352,16 +352,11 @@ class ReadModel:
             if found is not None:
                 self._doc_lexical[key] = found  # most recently used last
                 return found
-        lo, hi = self.doc_range(doc)
-        paths = self.heading_paths(doc) if in_context else [""] * (hi - lo)
+        paths = self.heading_paths(doc) if in_context else None
         if in_context and not any(paths):  # no sections: one index for both, the baseline's
             bm25 = self._document_bm25(doc, False)
         else:
-            texts = [
-                f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
-                for i, path in zip(range(lo, hi), paths, strict=True)
-            ]
-            bm25 = Bm25(texts, b)
+            bm25 = Bm25(self._bm25_texts(self.scope(doc), paths), b)
         with self._doc_lexical_lock:
             self._doc_lexical[key] = bm25
             while len(self._doc_lexical) > DOC_BM25_KEPT:
@@ -370,8 +365,7 @@ class ReadModel:
 
     def _bm25(self) -> Bm25:
         if self._lexical is None:
-            texts = [self.node_text(i) or " " for i in range(self.n_nodes)]
-            self._lexical = self._bm25_of(texts, "nodes")
+            self._lexical = self._bm25_of(self._bm25_texts(self.scope(None)), "nodes")
         return self._lexical
 
     def _bm25_in_context(self) -> Bm25:
@@ -380,13 +374,20 @@ class ReadModel:
             if not any(paths):
                 self._lexical_in_context = self._bm25()
             else:
-                texts = [
-                    f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
-                    for i, path in enumerate(paths)
-                ]
+                texts = self._bm25_texts(self.scope(None), paths)
                 self._lexical_in_context = self._bm25_of(texts, "headings", self.bm25_b)
             self._lexical_in_context_b = self.bm25_b
         return self._lexical_in_context
+
+    def _bm25_texts(self, positions: np.ndarray, paths: list[str] | None = None) -> list[str]:
+        """What BM25 reads of each node of ``positions``: its text after its heading path
+        (``paths``, one per position) where it has one, else its own words (" " for a node
+        without text); the whole index's and a document's own index read the same."""
+        paths = paths or [""] * len(positions)
+        return [
+            f"{path}\n{self.node_text(i)}" if path else self.node_text(i) or " "
+            for i, path in zip(positions.tolist(), paths, strict=True)
+        ]
 
     def _bm25_of(self, texts: list[str], name: str, b: float = DEFAULT_B) -> Bm25:
         """The BM25 index ``name`` of ``texts`` (length normalisation ``b``): read from
