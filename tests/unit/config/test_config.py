@@ -69,6 +69,14 @@ def test_page_ranker_s_shares_outside_0_1_and_negative_pages_per_unit_are_refuse
     )
 
 
+def test_bm25_s_scope_is_a_document_or_the_index_and_nothing_else():
+    with pytest.raises(ConfigError, match=r"relevance\.bm25_scope.*'document' or 'index'"):
+        load_config(env={}, overrides={"relevance": {"bm25_scope": "pages"}})
+    assert BookindexConfig().relevance.bm25_scope == "document"
+    scope = load_config(env={}, overrides={"relevance": {"bm25_scope": "index"}})
+    assert scope.relevance.bm25_scope == "index"
+
+
 def test_set_flags_and_named_flags():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)
