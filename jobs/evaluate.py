@@ -107,16 +107,22 @@ def split_questions(questions: list[dict], split: str | None, part: str | None) 
 
 def document_kinds(split: str) -> dict[str, str]:
     """Each document's kind where the split file names kinds (``{"mmlongbench": {"kinds":
-    {"paper": [...], "filing": [...]}, ...}}``, every set's together); {} where it names none."""
+    {"paper": [...], "filing": [...]}, ...}}``, every set's together); {} where it names none.
+    ValueError: a ``kinds`` that is not kind → list of file names."""
     with open(split, encoding="utf-8") as handle:
         sets = json.load(handle)
-    return {
-        doc: kind
-        for value in sets.values()
-        if isinstance(value, dict)
-        for kind, docs in (value.get("kinds") or {}).items()
-        for doc in docs
-    }
+    found: dict[str, str] = {}
+    for name, value in sets.items():
+        kinds = value.get("kinds") if isinstance(value, dict) else None
+        if kinds is None:
+            continue
+        if not isinstance(kinds, dict) or not all(
+            isinstance(docs, list) and all(isinstance(d, str) for d in docs)
+            for docs in kinds.values()
+        ):
+            raise ValueError(f"{name}.kinds in {split}: expected {{kind: [file names]}}")
+        found.update((doc, kind) for kind, docs in kinds.items() for doc in docs)
+    return found
 
 
 def parse_methods(value: str | None, kind: str, err: TextIO | None = None) -> list[str] | None:
@@ -437,9 +443,11 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
     out.mkdir(parents=True, exist_ok=True)
     index = Path(args.index) if args.index else out / "index"
     questions = read_questions(args.questions, None, key="doc")
+    kinds: dict[str, str] = {}  # figures per kind of document, where the split names kinds
     if args.split or args.part:
         try:
             questions = split_questions(questions, args.split, args.part)
+            kinds = document_kinds(args.split)  # checked before any work: none lost to it
         except (OSError, ValueError, KeyError) as exc:
             console.error(f"--split/--part: {exc}")
             return 2
@@ -472,7 +480,6 @@ def main_pdf(args: argparse.Namespace, config: BookindexConfig, console: Console
         if before is not None and after is not None:
             judge_tokens[method] = {key: after[key] - before[key] for key in after}
     metrics = {method: summarise_pdf(method_rows) for method, method_rows in rows.items()}
-    kinds = document_kinds(args.split) if args.split else {}
     if kinds:  # figures per kind of document, as held-back documents of a kind are read
         for method, method_rows in rows.items():
             metrics[method]["per_kind"] = per_kind(method_rows, kinds)

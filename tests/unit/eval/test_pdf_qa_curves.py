@@ -148,6 +148,10 @@ def test_the_figures_are_read_per_kind_of_document_where_the_split_names_kinds(t
     path = tmp_path / "split.json"
     path.write_text(json.dumps({"set": {"tune": ["a.pdf"], "report": ["b.pdf"]}}))
     assert document_kinds(str(path)) == {}
+    for bad in (["a.pdf"], {"paper": "a.pdf"}, {"paper": [1]}):
+        path.write_text(json.dumps({"set": {"tune": ["a.pdf"], "kinds": bad}}))
+        with pytest.raises(ValueError, match=r"set\.kinds in .*expected \{kind: \[file names\]\}"):
+            document_kinds(str(path))
 
 
 def _row(method: list[float], baseline_at_points: list[float]) -> dict:
