@@ -311,12 +311,27 @@ class WalkConfig(Section):
         ge=0,
         le=1,
         description="Chunk-Zoom's start vector: share given to the chunks by the question's "
-        "own similarity (softmax of cosine / seed_temperature), the rest to the Doc-Zoom "
+        "relevance to them (seed_scores), the rest to the Doc-Zoom "
         "entity scores (0: entities alone, as ZoomRAG; 0.5 chosen on the tuning split of "
         "benchmarks/pdf_qa_split.json)",
     )
     seed_temperature: float = Field(
         0.05, gt=0, description="temperature of the query seed's softmax over cosines"
+    )
+    seed_scores: Literal["relevance", "similarity"] = Field(
+        "relevance",
+        description="what the query seed reads over a PDF's leaves: the methods' relevance "
+        "(dense and BM25 over the leaf read after its headings, relevance.dense_weight; "
+        "scoring.text_scores, min-max within the question's leaves), softmax over "
+        "relevance_temperature; or the question's cosine alone, softmax over seed_temperature "
+        "(a passage corpus's sentences always read the cosine; relevance chosen on the tuning "
+        "split of benchmarks/pdf_qa_split.json)",
+    )
+    relevance_temperature: float = Field(
+        0.1,
+        gt=0,
+        description="temperature of the query seed's softmax over the relevance (in [0, 1]; "
+        "chosen among 0.05, 0.07, 0.1 and 0.2 on the tuning split)",
     )
     device: Device = Field("auto", description="walk engine: auto (CuPy if a GPU), cpu, gpu")
     dtype: Literal["float32", "float64"] = Field(
@@ -398,11 +413,12 @@ class RelevanceConfig(Section):
         "many (0: its budget)",
     )
     zoom_bm25_weight: float = Field(
-        0.5,
+        0.0,
         ge=0,
         description="Zoom on a PDF: Chunk-Zoom's ranking of the leaves fused by reciprocal rank "
-        "with BM25's at this weight before Page_Ranker (0: the walk's ranking alone; chosen on "
-        "the tuning split of benchmarks/pdf_qa_split.json)",
+        "with BM25's at this weight before Page_Ranker (0: the walk's ranking alone, whose "
+        "start already reads BM25 through walk.seed_scores relevance; chosen on the tuning "
+        "split of benchmarks/pdf_qa_split.json)",
     )
     bm25_headings: bool = Field(
         True,

@@ -42,7 +42,7 @@ from bookindex.operators.models.usage import metered, no_usage
 from bookindex.operators.query import answering, deepread, ladrag
 from bookindex.operators.query import bookrag as bookrag_agent
 from bookindex.operators.query.bookrag_ops import best_sentence
-from bookindex.operators.query.documents import DocumentView
+from bookindex.operators.query.documents import Chunk, DocumentView
 from bookindex.operators.query.read_model import ReadModel
 from bookindex.operators.query.registry import QUERY, QUERY_METHODS, needs_vectors
 from bookindex.operators.query.retrieval import Retrieval
@@ -52,7 +52,7 @@ from bookindex.operators.query.scoring import (
     page_ranker,
     text_scores,
 )
-from bookindex.operators.query.zoom import Zoom
+from bookindex.operators.query.zoom import Zoom, softmax_seeds
 from bookindex.operators.walks.engine import WalkEngine, make_engine
 
 # auto: an alias of the best single method, not a router. Routing by query class
@@ -425,7 +425,13 @@ class QueryEngine:
                 [questions[i] for i in corpus], vectors[corpus]
             )
             lists = [[int(d) for d in row] for row in ids]
-            found = self.zoom.chunk_zoom(lists, entity_scores, vectors[corpus])
+            seeds = [
+                self._relevance_seeds(
+                    questions[i], vectors[i], [c for d in row for c in self.zoom.chunks(d)]
+                )
+                for i, row in zip(corpus, lists, strict=True)
+            ]
+            found = self.zoom.chunk_zoom(lists, entity_scores, vectors[corpus], seeds)
             for i, row, chunks in zip(corpus, lists, found, strict=True):
                 doc_lists[i], ranked[i] = row, chunks
         for doc in sorted({d for d in docs if d is not None}):
@@ -433,7 +439,8 @@ class QueryEngine:
             zoom = self.zoom_of(doc)
             query_entity = zoom.link_entities([questions[i] for i in asked])
             _, entity_scores = zoom.doc_zoom_scores(vectors[asked], query_entity, 1)
-            found = zoom.chunk_zoom([[0]] * len(asked), entity_scores, vectors[asked])
+            seeds = [self._relevance_seeds(questions[i], vectors[i], zoom.chunks(0)) for i in asked]
+            found = zoom.chunk_zoom([[0]] * len(asked), entity_scores, vectors[asked], seeds)
             for i, chunks in zip(asked, found, strict=True):
                 doc_lists[i], ranked[i] = [doc], chunks
         out = []
@@ -455,6 +462,28 @@ class QueryEngine:
                 scores = [best[p] for p in evidence]
             out.append(((evidence, scores), trace))
         return out
+
+    def _relevance_seeds(
+        self, question: str, vector: np.ndarray, chunks: Sequence[Chunk]
+    ) -> np.ndarray | None:
+        """Chunk-Zoom's query seed over a PDF's leaves (``walk.seed_scores`` ``relevance``):
+        softmax over ``walk.relevance_temperature`` of the methods' relevance of each chunk's
+        leaf (``scoring.text_scores``: dense and BM25 over the leaf read after its headings,
+        min–max within these leaves), so that the walk starts where BookRAG, DeepRead and
+        LAD-RAG would look, names and numbers included. None (the walk seeds by the question's
+        cosine, ``zoom.query_seeds``): ``similarity``, no chunks, or a passage corpus's
+        sentences (several to a passage node, which one relevance score cannot tell apart)."""
+        walk = self.config.walk
+        if walk.seed_scores != "relevance" or walk.query_seed <= 0 or not chunks:
+            return None
+        positions = np.asarray([self.model.position(c.node_id) for c in chunks], np.int64)
+        docs = np.unique(self.model.doc[positions])
+        if any(self.model.documents[int(d)].passage for d in docs):
+            return None
+        relevance = text_scores(
+            self.model, question, positions, vector, self.config.relevance.dense_weight
+        )
+        return softmax_seeds(relevance, walk.relevance_temperature)
 
     def _pdf_evidence(
         self, question: str, vector: np.ndarray, best: dict[int, float], k: int

@@ -42,6 +42,7 @@ queries of a batch are solved together (``WalkEngine.chunk_zoom``).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,11 +236,14 @@ class Zoom:
         doc_lists: list[list[int]],
         entity_scores: np.ndarray,
         query_vectors: np.ndarray | None = None,
+        chunk_seeds: Sequence[np.ndarray | None] | None = None,
     ) -> list[list[tuple[Chunk, float]]]:
         """Per query (its documents, its row of Doc-Zoom entity scores): the chunks Chunk-Zoom
-        keeps, best first, with their scores. With ``query_vectors`` and ``walk.query_seed``
-        > 0 the walk also starts from the chunks by their similarity to the question
-        (``query_seeds``)."""
+        keeps, best first, with their scores. With ``walk.query_seed`` > 0 the walk also
+        starts from the chunks by the question's relevance to them: ``chunk_seeds`` (per
+        query, a weight per chunk of its documents in order, summing to 1: the engine's
+        relevance over a PDF's leaves) or, where none is given for a query, their similarity
+        to the question (``query_seeds``, with ``query_vectors``)."""
         self._load_chunks(sorted({d for docs in doc_lists for d in docs}))
         vectors, docs, links, flat = [], [], [], []
         for query_docs in ([self._chunk_cache[d] for d in row] for row in doc_lists):
@@ -264,8 +268,16 @@ class Zoom:
         if not usable:
             return out
         seeds = None
-        if query_vectors is not None and self.config.query_seed > 0:
-            seeds = [query_seeds(vectors[i], query_vectors[i], self.config) for i in usable]
+        given = chunk_seeds if chunk_seeds is not None else [None] * len(doc_lists)
+        if self.config.query_seed > 0 and (
+            query_vectors is not None or all(given[i] is not None for i in usable)
+        ):
+            seeds = [
+                query_seeds(vectors[i], query_vectors[i], self.config)
+                if given[i] is None
+                else np.asarray(given[i], np.float64)
+                for i in usable
+            ]
         ranked = self.engine.chunk_zoom(
             [vectors[i] for i in usable],
             [docs[i] for i in usable],
@@ -304,9 +316,15 @@ def query_seeds(chunk_vectors: np.ndarray, query_vector: np.ndarray, config) -> 
     """Each chunk's weight in Chunk-Zoom's start vector by the question's similarity to it:
     softmax of cosine / ``seed_temperature`` (stored chunk vectors are unit rows)."""
     cosines = np.asarray(chunk_vectors, np.float64) @ np.asarray(query_vector, np.float64).ravel()
-    if cosines.size == 0:
-        return cosines
-    weights = np.exp((cosines - cosines.max()) / config.seed_temperature)
+    return softmax_seeds(cosines, config.seed_temperature)
+
+
+def softmax_seeds(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """Start weights from scores: softmax of score / ``temperature`` (an empty array: empty)."""
+    scores = np.asarray(scores, np.float64)
+    if scores.size == 0:
+        return scores
+    weights = np.exp((scores - scores.max()) / temperature)
     return weights / weights.sum()
 
 

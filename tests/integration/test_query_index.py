@@ -99,3 +99,12 @@ def test_indexed_hotpotqa_passages_get_title_entities(hotpot_questions_index):
     assert hits[0].chunks  # Chunk-Zoom evidence still attached
     answer = engine.answer(question, "zoom", k=3)  # the query API's zoom: the same walks
     assert {"p21", "p24"} & {e["doc"] for e in answer["evidence"]}
+    # A passage's sentences share its node: Chunk-Zoom seeds by their cosine whatever
+    # walk.seed_scores says (the relevance seed reads a PDF's leaves).
+    cosine = open_engine(
+        index, BookindexConfig(walk=WalkConfig(device="cpu", seed_scores="similarity"))
+    )
+    assert cosine.answer(question, "zoom", k=3)["evidence"] == answer["evidence"]
+    chunks = [c for d in range(view.n_docs) for c in engine.zoom.chunks(d)]
+    vector = engine.model.embed([question])[0]
+    assert engine._relevance_seeds(question, vector, chunks) is None

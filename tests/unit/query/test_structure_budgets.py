@@ -18,8 +18,9 @@ from bookindex.operators.query.scoring import (
     fused_scores,
     fused_with_bm25,
     pages_in,
+    text_scores,
 )
-from bookindex.operators.query.zoom import query_seeds
+from bookindex.operators.query.zoom import query_seeds, softmax_seeds
 from bookindex.operators.walks.engine import _seeded
 from tests.conftest import PAPER
 
@@ -194,15 +195,16 @@ AMAZON = "How many items in total of Amazon related datasets in the paper?"
 
 
 def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
-    """The walk alone ranks the evidence page's best leaf by BM25 (the one naming the Amazon
-    datasets' items) below two leaves BM25 ranks lower; fused with BM25's ranking
-    (``relevance.zoom_bm25_weight``, default 0.5) it is Zoom's first unit, among the same five
-    (ranked without Page_Ranker's spreading: the test is about the fusion)."""
+    """The walk seeded by the question's cosine alone (``walk.seed_scores`` similarity) ranks
+    the evidence page's best leaf by BM25 (the one naming the Amazon datasets' items) below two
+    leaves BM25 ranks lower; fused with BM25's ranking (``relevance.zoom_bm25_weight`` 0.5; the
+    default 0: the default seed reads BM25 already) it is Zoom's first unit, among the same
+    five (ranked without Page_Ranker's spreading: the test is about the fusion)."""
     from bookindex.operators.config import BookindexConfig
 
     def zoom(weight: float) -> list[int]:
         config = BookindexConfig(
-            walk=WalkConfig(device="cpu"),
+            walk=WalkConfig(device="cpu", seed_scores="similarity"),
             relevance=RelevanceConfig(zoom_bm25_weight=weight, page_ranker=False),
         )
         found = QueryEngine(index, config).answer(AMAZON, "zoom", PAPER, k=5)["evidence"]
@@ -217,6 +219,49 @@ def test_zoom_on_a_pdf_fuses_its_walk_with_bm25(index, doc):
     assert walked.index(bm25_best) == 2 and fused[0] == bm25_best
     assert all(lexical[p] < lexical[bm25_best] for p in walked[:2])
     assert sorted(fused) == sorted(walked)
+
+
+def test_zoom_s_seed_over_a_pdf_is_the_methods_relevance(index, doc):
+    """Chunk-Zoom's query seed over a PDF's leaves (``walk.seed_scores`` relevance, the
+    default) is the softmax of the methods' relevance (dense and BM25 over the leaf read after
+    its headings) over ``walk.relevance_temperature``: for the Amazon question the walk's first
+    three units are the relevance's three best leaves, where the question's cosine alone
+    (``similarity``) puts dense's second best, a leaf the relevance ranks lower, second. Ranked
+    without Page_Ranker's spreading: the test is about the seed."""
+    from bookindex.operators.config import BookindexConfig
+
+    def engine(seed: str) -> QueryEngine:
+        return QueryEngine(
+            index,
+            BookindexConfig(
+                walk=WalkConfig(device="cpu", seed_scores=seed),
+                relevance=RelevanceConfig(page_ranker=False, section_first=0),
+            ),
+        )
+
+    relevance_engine, similarity_engine = engine("relevance"), engine("similarity")
+    leaves = index.leaves(doc)
+    vector = index.embed([AMAZON])[0]
+    relevance = text_scores(index, AMAZON, leaves, vector, RelevanceConfig().dense_weight)
+    dense = index.dense_scores(vector, leaves)
+    by_relevance = leaves[np.lexsort((leaves, -relevance))].tolist()
+    by_dense = leaves[np.lexsort((leaves, -dense))].tolist()
+    assert by_relevance[:3] != by_dense[:3] and by_dense[1] not in by_relevance[:3]
+
+    chunks = relevance_engine.zoom_of(doc).chunks(0)
+    positions = np.asarray([index.position(c.node_id) for c in chunks])
+    seeds = relevance_engine._relevance_seeds(AMAZON, vector, chunks)
+    order = np.searchsorted(leaves, positions)
+    expected = softmax_seeds(relevance[order], WalkConfig().relevance_temperature)
+    assert np.allclose(seeds, expected) and np.isclose(seeds.sum(), 1.0)
+    assert similarity_engine._relevance_seeds(AMAZON, vector, chunks) is None
+
+    def units(engine: QueryEngine) -> list[int]:
+        found = engine.answer(AMAZON, "zoom", PAPER, k=3)["evidence"]
+        return [index.position(e["node_id"]) for e in found]
+
+    assert units(relevance_engine) == by_relevance[:3]
+    assert units(similarity_engine)[:2] == by_dense[:2]
 
 
 def test_deepread_s_shares_outside_0_1_and_an_empty_budget_are_refused_or_empty(index, doc):
