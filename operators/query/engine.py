@@ -408,9 +408,10 @@ class QueryEngine:
         """ZoomRAG (``operators.query.zoom``) for a batch: Doc-Zoom over the corpus gives the
         documents and the entity scores (one walk for the batch); Chunk-Zoom over those
         documents' chunks (a PDF's leaves, a passage's sentences) picks the evidence (one
-        solve for the batch): the leaf of each chunk, best first, once (a PDF's leaves: the
-        walk's ranking fused with BM25's at ``relevance.zoom_bm25_weight``, then spread over
-        pages by Page_Ranker: ``_pdf_evidence``). A question asked of
+        solve for the batch; over a PDF's leaves the walk starts from the methods' relevance,
+        ``_relevance_seeds``): the leaf of each chunk, best first, once (a PDF's leaves: the
+        walk's ranking, fused with BM25's where ``relevance.zoom_bm25_weight`` > 0, spread
+        over pages by Page_Ranker: ``_pdf_evidence``). A question asked of
         one document walks that document's own graph (``zoom_of``: its vector, its entities,
         the query's links to them) and takes its chunks from it, and BM25 reads that
         document's statistics (``relevance.bm25_scope``), so its evidence does not depend on
