@@ -250,6 +250,7 @@ def test_zoom_s_seed_over_a_pdf_is_the_methods_relevance(index, doc):
 
     chunks = relevance_engine.zoom_of(doc).chunks(0)
     positions = np.asarray([index.position(c.node_id) for c in chunks])
+    assert sorted(positions.tolist()) == leaves.tolist()  # a PDF's chunks: its leaves
     seeds = relevance_engine._relevance_seeds(AMAZON, vector, chunks)
     order = np.searchsorted(leaves, positions)
     expected = softmax_seeds(relevance[order], WalkConfig().relevance_temperature)
