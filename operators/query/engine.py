@@ -428,8 +428,10 @@ class QueryEngine:
             lists = [[int(d) for d in row] for row in ids]
             seeds = [
                 self._relevance_seeds(
-                    questions[i], vectors[i], [c for d in row for c in self.zoom.chunks(d)]
-                )
+                    [questions[i]],
+                    vectors[i : i + 1],
+                    [c for d in row for c in self.zoom.chunks(d)],
+                )[0]
                 for i, row in zip(corpus, lists, strict=True)
             ]
             found = self.zoom.chunk_zoom(lists, entity_scores, vectors[corpus], seeds)
@@ -440,7 +442,9 @@ class QueryEngine:
             zoom = self.zoom_of(doc)
             query_entity = zoom.link_entities([questions[i] for i in asked])
             _, entity_scores = zoom.doc_zoom_scores(vectors[asked], query_entity, 1)
-            seeds = [self._relevance_seeds(questions[i], vectors[i], zoom.chunks(0)) for i in asked]
+            seeds = self._relevance_seeds(
+                [questions[i] for i in asked], vectors[asked], zoom.chunks(0)
+            )
             found = zoom.chunk_zoom([[0]] * len(asked), entity_scores, vectors[asked], seeds)
             for i, chunks in zip(asked, found, strict=True):
                 doc_lists[i], ranked[i] = [doc], chunks
@@ -465,26 +469,31 @@ class QueryEngine:
         return out
 
     def _relevance_seeds(
-        self, question: str, vector: np.ndarray, chunks: Sequence[Chunk]
-    ) -> np.ndarray | None:
-        """Chunk-Zoom's query seed over a PDF's leaves (``walk.seed_scores`` ``relevance``):
-        softmax over ``walk.relevance_temperature`` of the methods' relevance of each chunk's
-        leaf (``scoring.text_scores``: dense and BM25 over the leaf read after its headings,
-        min–max within these leaves), so that the walk starts where BookRAG, DeepRead and
-        LAD-RAG would look, names and numbers included. None (the walk seeds by the question's
+        self, questions: list[str], vectors: np.ndarray, chunks: Sequence[Chunk]
+    ) -> list[np.ndarray | None]:
+        """Chunk-Zoom's query seed of each question over the same ``chunks`` (a PDF's leaves,
+        ``walk.seed_scores`` ``relevance``): softmax over ``walk.relevance_temperature`` of the
+        methods' relevance of each chunk's leaf (``scoring.text_scores``: dense and BM25 over
+        the leaf read after its headings, min–max within these leaves), so that the walk starts
+        where BookRAG, DeepRead and LAD-RAG would look, names and numbers included; the chunks'
+        positions are read once for the questions. None (the walk seeds by the question's
         cosine, ``zoom.query_seeds``): ``similarity``, no chunks, or a passage corpus's
         sentences (several to a passage node, which one relevance score cannot tell apart)."""
         walk = self.config.walk
         if walk.seed_scores != "relevance" or walk.query_seed <= 0 or not chunks:
-            return None
+            return [None] * len(questions)
         positions = np.asarray([self.model.position(c.node_id) for c in chunks], np.int64)
         docs = np.unique(self.model.doc[positions])
         if any(self.model.documents[int(d)].passage for d in docs):
-            return None
-        relevance = text_scores(
-            self.model, question, positions, vector, self.config.relevance.dense_weight
-        )
-        return softmax_seeds(relevance, walk.relevance_temperature)
+            return [None] * len(questions)
+        weight = self.config.relevance.dense_weight
+        return [
+            softmax_seeds(
+                text_scores(self.model, question, positions, vector, weight),
+                walk.relevance_temperature,
+            )
+            for question, vector in zip(questions, vectors, strict=True)
+        ]
 
     def _pdf_evidence(
         self, question: str, vector: np.ndarray, best: dict[int, float], k: int

@@ -106,5 +106,5 @@ def test_indexed_hotpotqa_passages_get_title_entities(hotpot_questions_index):
     )
     assert cosine.answer(question, "zoom", k=3)["evidence"] == answer["evidence"]
     chunks = [c for d in range(view.n_docs) for c in engine.zoom.chunks(d)]
-    vector = engine.model.embed([question])[0]
-    assert engine._relevance_seeds(question, vector, chunks) is None
+    vectors = engine.model.embed([question])
+    assert engine._relevance_seeds([question], vectors, chunks) == [None]

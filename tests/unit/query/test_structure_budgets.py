@@ -251,11 +251,11 @@ def test_zoom_s_seed_over_a_pdf_is_the_methods_relevance(index, doc):
     chunks = relevance_engine.zoom_of(doc).chunks(0)
     positions = np.asarray([index.position(c.node_id) for c in chunks])
     assert sorted(positions.tolist()) == leaves.tolist()  # a PDF's chunks: its leaves
-    seeds = relevance_engine._relevance_seeds(AMAZON, vector, chunks)
+    seeds = relevance_engine._relevance_seeds([AMAZON], vector[None], chunks)[0]
     order = np.searchsorted(leaves, positions)
     expected = softmax_seeds(relevance[order], WalkConfig().relevance_temperature)
     assert np.allclose(seeds, expected) and np.isclose(seeds.sum(), 1.0)
-    assert similarity_engine._relevance_seeds(AMAZON, vector, chunks) is None
+    assert similarity_engine._relevance_seeds([AMAZON], vector[None], chunks) == [None]
 
     def units(engine: QueryEngine) -> list[int]:
         found = engine.answer(AMAZON, "zoom", PAPER, k=3)["evidence"]
