@@ -77,6 +77,16 @@ def test_bm25_s_scope_is_a_document_or_the_index_and_nothing_else():
     assert scope.relevance.bm25_scope == "index"
 
 
+def test_zoom_s_seed_reads_relevance_or_similarity_at_a_positive_temperature():
+    with pytest.raises(ConfigError, match=r"walk\.seed_scores.*'relevance' or 'similarity'"):
+        load_config(env={}, overrides={"walk": {"seed_scores": "bm25"}})
+    with pytest.raises(ConfigError, match=r"walk\.relevance_temperature"):
+        load_config(env={}, overrides={"walk": {"relevance_temperature": 0}})
+    assert BookindexConfig().walk.seed_scores == "relevance"
+    seed = load_config(env={}, overrides={"walk": {"seed_scores": "similarity"}})
+    assert seed.walk.seed_scores == "similarity"
+
+
 def test_set_flags_and_named_flags():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)
