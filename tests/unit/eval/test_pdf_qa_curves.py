@@ -4,6 +4,7 @@ hand-worked cases."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from bookindex.operators.eval.pdf_qa import (
     recall_curve,
     summarise_pdf,
 )
+from tests.conftest import SHARED_DATA, missing_shared_data
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -103,7 +105,7 @@ def test_summaries_average_the_curves_per_budget():
 
 def test_the_split_keeps_whole_documents_on_one_side(tmp_path):
     split = json.loads((REPO / "benchmarks" / "pdf_qa_split.json").read_text())
-    for name in ("mmlongbench", "syllabusqa_val"):
+    for name in ("mmlongbench", "syllabusqa_val", "syllabusqa_train"):
         tune, report = set(split[name]["tune"]), set(split[name]["report"])
         assert tune and report and not tune & report
     questions = [{"id": i, "doc": d} for i, d in enumerate(["a.pdf", "b.pdf", "a.pdf", "c.pdf"])]
@@ -115,6 +117,29 @@ def test_the_split_keeps_whole_documents_on_one_side(tmp_path):
         split_questions(questions, str(path), "dev")
     with pytest.raises(ValueError, match="both"):
         split_questions(questions, None, "tune")
+
+
+def test_the_syllabus_splits_follow_the_file_s_rule_and_share_no_syllabus():
+    """Each SyllabusQA set's syllabi, ordered by sha256('bookindex-split-1' + name), go
+    alternately to report and tune (the first to report), as the file's rule says; the training
+    syllabi are SyllabusQA's own training documents, none of them a validation one."""
+    split = json.loads((REPO / "benchmarks" / "pdf_qa_split.json").read_text())
+    for name in ("syllabusqa_val", "syllabusqa_train"):
+        names = split[name]["report"] + split[name]["tune"]
+        ordered = sorted(
+            names, key=lambda n: hashlib.sha256(f"bookindex-split-1{n}".encode()).hexdigest()
+        )
+        assert sorted(split[name]["report"]) == sorted(ordered[0::2])
+        assert sorted(split[name]["tune"]) == sorted(ordered[1::2])
+    val = set(split["syllabusqa_val"]["report"]) | set(split["syllabusqa_val"]["tune"])
+    train = set(split["syllabusqa_train"]["report"]) | set(split["syllabusqa_train"]["tune"])
+    assert len(val) == 11 and len(train) == 39 and not val & train
+    questions = SHARED_DATA / "syllabusqa"
+    if not questions.is_dir():
+        missing_shared_data("SyllabusQA's questions")
+    for name, part in (("questions_val.jsonl", val), ("questions_train.jsonl", train)):
+        with (questions / name).open() as lines:
+            assert {json.loads(line)["doc"] for line in lines} == part
 
 
 def test_the_figures_are_read_per_kind_of_document_where_the_split_names_kinds(tmp_path):
